@@ -1,0 +1,153 @@
+"""Finite-d synthetic data of the attention-indexed model (THEORY 1).
+
+* :func:`sample_target_matrix` draws the d x d PSD target S0 of a target spec;
+* :func:`sample_tokens` draws the (n, L, d) tensor of i.i.d. N(0, 1) tokens;
+* :func:`generate_dataset` draws S0, the tokens and the labels of a
+  :class:`~amp_attention.spec.Problem` at dimension d with n = round(alpha d^2).
+
+Only the linear channel is implemented here: y_mu = upper_triangle(h_mu(S0)) +
+sqrt(Delta) xi_mu, xi_mu ~ N(0, I_K), in the row-major a <= b order of
+:mod:`amp_attention.operators`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .operators import measure
+from .spec import CustomTarget, PowerLawTarget, Problem, Target, WishartTarget
+
+
+def check_dimension(d: object, minimum: int = 2) -> int:
+    """Validate the dimension d: a Python/NumPy integer >= ``minimum``.
+
+    Floats are refused even when integral: d is an array size, and silently
+    accepting 64.0 would hide a caller passing a computed ratio by mistake.
+    """
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+        raise ValueError(f"d must be an integer >= {minimum}, got {d!r}")
+    if int(d) < minimum:
+        raise ValueError(f"d must be an integer >= {minimum}, got {d!r}")
+    return int(d)
+
+
+def check_seed(seed: object) -> int:
+    """Validate a seed: a Python/NumPy integer >= 0 (what numpy's default_rng accepts)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def n_samples(alpha: float, d: int) -> int:
+    """n = max(1, round(alpha d^2))."""
+    return max(1, int(round(alpha * d * d)))
+
+
+def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-distributed d x d orthogonal matrix.
+
+    QR of a Gaussian matrix is Haar only after fixing the signs of R's
+    diagonal (LAPACK's convention would otherwise bias the distribution).
+    """
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    sign = np.sign(np.diag(R))
+    sign[sign == 0] = 1.0
+    return Q * sign
+
+
+def quantile_eigenvalues(positions: np.ndarray, weights: np.ndarray, d: int) -> np.ndarray:
+    """The d quantiles at levels (i + 1/2)/d of the discrete measure sum_j w_j delta_{x_j}.
+
+    For d equal atoms of weight 1/d this returns the atoms themselves (sorted):
+    the level (i + 1/2)/d sits strictly inside the i-th step of the CDF, which
+    keeps the result exact despite rounding in the cumulative sum.
+    """
+    order = np.argsort(positions, kind="stable")
+    x = np.asarray(positions, dtype=float)[order]
+    cdf = np.cumsum(np.asarray(weights, dtype=float)[order])
+    cdf /= cdf[-1]
+    levels = (np.arange(d) + 0.5) / d
+    idx = np.minimum(np.searchsorted(cdf, levels, side="left"), x.size - 1)
+    return x[idx]
+
+
+def _rotate(s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    O = haar_orthogonal(s.size, rng)
+    S0 = (O * s) @ O.T
+    return 0.5 * (S0 + S0.T)
+
+
+def sample_target_matrix(target: Target, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw the symmetric PSD target S0 (d x d) of THEORY 1.
+
+    * Wishart: S0 = W0^T W0 / sqrt(p0 d), W0 in R^{p0 x d} i.i.d. N(0,1),
+      p0 = max(1, round(kappa0 d)).
+    * Power law: S0 = O diag(s) O^T, O Haar, s the spec's eigenvalues
+      re-evaluated at dimension d with p0 scaled proportionally.
+    * Custom: S0 = O diag(s) O^T, s the (i + 1/2)/d quantiles of the target's
+      discrete measure (an eigenvalue list of length d is reproduced exactly).
+    """
+    d = check_dimension(d, minimum=1)
+    if isinstance(target, WishartTarget):
+        p0 = max(1, int(round(target.kappa0 * d)))
+        W0 = rng.standard_normal((p0, d))
+        S0 = (W0.T @ W0) / math.sqrt(p0 * d)
+        return 0.5 * (S0 + S0.T)
+    if isinstance(target, PowerLawTarget):
+        p0 = max(1, int(round(target.p0 * d / target.d)))
+        s = dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues()
+        return _rotate(s, rng)
+    if isinstance(target, CustomTarget):
+        positions, weights = target.atoms()
+        return _rotate(quantile_eigenvalues(positions, weights, d), rng)
+    raise ValueError(f"target must be a WishartTarget, PowerLawTarget or CustomTarget, got {target!r}")
+
+
+def sample_tokens(n: int, L: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Tokens of shape (n, L, d), i.i.d. N(0, 1), float64."""
+    return rng.standard_normal((n, L, d), dtype=np.float64)
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """One finite-d draw: tokens X (n, L, d), labels y (n, K), target S0 (d, d)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    S0: np.ndarray
+    d: int
+    n: int
+    seed: int
+
+    @property
+    def L(self) -> int:
+        return int(self.X.shape[1])
+
+
+def generate_dataset(problem: Problem, d: int, seed: int) -> Dataset:
+    """Draw S0, then X, then the label noise, from default_rng(seed).
+
+    Linear channel: y_mu,ab = h_ab(S0; x_mu) + sqrt(Delta) xi_mu,ab for a <= b,
+    xi i.i.d. N(0, 1).  The noise is drawn even when Delta = 0 so that one seed
+    gives the same S0, X and xi for every Delta.
+    """
+    d = check_dimension(d)
+    seed = check_seed(seed)
+    if not isinstance(problem, Problem):
+        raise ValueError("problem must be a Problem")
+    task = problem.task
+    if task.channel != "linear":
+        raise NotImplementedError(
+            f"channel {task.channel!r} is not yet available for finite-d data; see issue 3"
+        )
+    rng = np.random.default_rng(seed)
+    n = n_samples(problem.alpha, d)
+    S0 = sample_target_matrix(problem.target, d, rng)
+    X = sample_tokens(n, task.L, d, rng)
+    xi = rng.standard_normal((n, task.K))
+    y = measure(X, S0) + math.sqrt(task.noise) * xi
+    return Dataset(X=X, y=y, S0=S0, d=d, n=n, seed=seed)

@@ -1,0 +1,169 @@
+"""Denoisers: the prior side of the state evolution and of GAMP (THEORY 4.2).
+
+Each denoiser is one object with two faces:
+
+* finite d: the matrix map B -> Shat (with its exact normalised divergence V),
+  used by GAMP on data and by direct checks against sampled GOE matrices;
+* asymptotic: the functionals q, V, m, Tr(Shat)/d and the rank fraction of the
+  same spectral map applied to B = mh S0 + sqrt(qh) Z, from the limiting law
+  rho_B = (mh * spectrum of S0) boxplus semicircle(qh).
+
+In THEORY's notation the effective problem is
+    Shat = argmin_S (Vh/2) ||S||_F^2 - <B, S> + 2 P(S)/d
+for the learner's penalty P(S) in the ERM objective.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .freeprob import QuadratureRule, SemicircleFreeConvolution
+from .spectral_maps import psd_soft_threshold, spectral_divergence
+from .targets import SpectralMeasure
+
+
+@dataclass(frozen=True)
+class DenoiserFunctionals:
+    """Asymptotic overlaps of the denoiser output (THEORY 4.2).
+
+    m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V = normalised divergence,
+    trace_per_d = Tr(Shat)/d, rank_fraction = rank(Shat)/d, cutoff = the
+    smallest eigenvalue of B that is kept (max(2 lam, nu_kappa)),
+    quadrature_error = the relative error estimate of the integrals.
+    """
+
+    m: float
+    q: float
+    V: float
+    trace_per_d: float
+    rank_fraction: float
+    cutoff: float
+    quadrature_error: float = 0.0
+
+
+def _check_hats(mh: float, qh: float, Vh: float) -> None:
+    for name, val in (("m_hat", mh), ("q_hat", qh), ("V_hat", Vh)):
+        if not (math.isfinite(val) and val > 0):
+            raise ValueError(f"{name} must be finite and > 0, got {val!r}")
+
+
+@dataclass(frozen=True)
+class NuclearNormPSD:
+    """Nuclear-norm (trace) penalty on PSD S with rank cap kappa*d (factorised learner).
+
+    f(nu) = relu(nu - 2 lam) / Vh on the top kappa*d eigenvalues of B, 0 on the
+    others (THEORY 4.2); no cap when kappa >= 1.
+    """
+
+    lam: float
+    kappa: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lam) and self.lam >= 0):
+            raise ValueError(f"lam must be in [0, inf), got {self.lam!r}")
+        if not (math.isfinite(self.kappa) and self.kappa > 0):
+            raise ValueError(f"kappa must be in (0, inf), got {self.kappa!r}")
+
+    @property
+    def rank_capped(self) -> bool:
+        return self.kappa < 1.0
+
+    def rank(self, d: int) -> int | None:
+        """The rank cap p = round(kappa d) at dimension d (None when kappa >= 1)."""
+        return max(1, int(round(self.kappa * d))) if self.rank_capped else None
+
+    # ---------------------------------------------------------------- finite d
+    def matrix_map(self, B: np.ndarray, Vh: float) -> tuple[np.ndarray, float]:
+        """(Shat, V) for a d x d symmetric B: Shat = U f(Lambda) U^T and
+        V = (2/d^2)[sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)]."""
+        d = B.shape[0]
+        S, nu, f = psd_soft_threshold(B, 2.0 * self.lam, Vh, self.rank(d))
+        fprime = np.where(f > 0, 1.0 / Vh, 0.0)
+        return S, spectral_divergence(nu, f, fprime)
+
+    # ------------------------------------------------------------- asymptotic
+    def cutoff(self, law: SemicircleFreeConvolution) -> float:
+        """Smallest kept eigenvalue of B: max(2 lam, (1 - kappa) quantile of rho_B)."""
+        cut = 2.0 * self.lam
+        if self.rank_capped:
+            cut = max(cut, law.upper_quantile(self.kappa))
+        return cut
+
+    def functionals(
+        self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
+    ) -> DenoiserFunctionals:
+        """q = int f^2 rho_B, V = 2 int f rho_B Re g_B, m = (int x f rho_B - qh V)/mh,
+        Tr/d = int f rho_B, rank fraction = int_{x > cutoff} rho_B."""
+        _check_hats(mh, qh, Vh)
+        law = SemicircleFreeConvolution(target.scaled(mh), qh, rtol=rtol)
+        cut = self.cutoff(law)
+        two_lam = 2.0 * self.lam
+
+        def rows(r: QuadratureRule) -> np.ndarray:
+            f = (r.x - two_lam) / Vh
+            return np.vstack([np.ones_like(f), f, f * f, r.x * f, f * r.re_g])
+
+        vals, err, _ = law.integrate(rows, cut)
+        rank, trace, q, xf, fg = (float(v) for v in vals)
+        V = 2.0 * fg
+        m = (xf - qh * V) / mh
+        return DenoiserFunctionals(m, q, V, trace, rank, cut, err)
+
+    def spectral_function(self, x: np.ndarray, Vh: float, cutoff: float) -> np.ndarray:
+        """f(x) = relu(x - 2 lam)/Vh for x >= cutoff, 0 below."""
+        x = np.asarray(x, dtype=float)
+        return np.where(x >= cutoff, np.maximum(x - 2.0 * self.lam, 0.0) / Vh, 0.0)
+
+
+@dataclass(frozen=True)
+class Frobenius:
+    """Element-wise learner: penalty lam d ||S||_F^2 / 2 on symmetric S.
+
+    Enters the effective problem as lam ||S||_F^2, so f(x) = x / (Vh + 2 lam)
+    on every eigenvalue; the functionals are closed form:
+    q = (mh^2 Q0 + qh) c^2, V = c, m = mh Q0 c, Tr/d = mh <s> c, c = 1/(Vh + 2 lam).
+    """
+
+    lam: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.lam) and self.lam >= 0):
+            raise ValueError(f"lam must be in [0, inf), got {self.lam!r}")
+
+    def matrix_map(self, B: np.ndarray, Vh: float) -> tuple[np.ndarray, float]:
+        B = np.asarray(B, dtype=float)
+        d = B.shape[0]
+        c = 1.0 / (Vh + 2.0 * self.lam)
+        # The divergence of a linear map c*B is c (d(d+1)/2 / (d^2/2) -> 1 + 1/d).
+        return c * 0.5 * (B + B.T), c * (d + 1) / d
+
+    def functionals(
+        self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
+    ) -> DenoiserFunctionals:
+        _check_hats(mh, qh, Vh)
+        c = 1.0 / (Vh + 2.0 * self.lam)
+        Q0 = target.moment(2)
+        return DenoiserFunctionals(
+            m=mh * Q0 * c,
+            q=(mh * mh * Q0 + qh) * c * c,
+            V=c,
+            trace_per_d=mh * target.moment(1) * c,
+            rank_fraction=1.0,
+            cutoff=-math.inf,
+        )
+
+    def spectral_function(self, x: np.ndarray, Vh: float, cutoff: float = -math.inf) -> np.ndarray:
+        return np.asarray(x, dtype=float) / (Vh + 2.0 * self.lam)
+
+
+Denoiser = NuclearNormPSD | Frobenius
+
+
+def denoiser_for(learner) -> Denoiser:
+    """The denoiser of a :class:`~amp_attention.spec.Learner`."""
+    if learner.parameterisation == "elementwise":
+        return Frobenius(learner.lam)
+    return NuclearNormPSD(learner.lam, learner.kappa)

@@ -1,0 +1,126 @@
+"""The measurement operator of THEORY 3, written as a few large matrix products.
+
+For a data tensor X of shape (n, L, d) (row a of X[mu] is the token x_a of
+sample mu) and a symmetric d x d matrix S,
+
+    A(S)_mu,ab = h_ab(S) = (x_a^T S x_b - delta_ab Tr S) / sqrt(d)          (THEORY 1)
+
+and its Frobenius adjoint, for R of shape (n, L, L),
+
+    A*(R) = ( sum_mu X_mu^T R_mu X_mu - (sum_mu tr R_mu) I ) / sqrt(d).
+
+Labels and residuals live on the upper triangle a <= b, in the row-major order
+(0,0), (0,1), ..., (0,L-1), (1,1), ..., (L-1,L-1) (K = L(L+1)/2 entries); the
+GLM components are u_ab = h_ab / tau_ab with tau_aa = sqrt(2), tau_ab = 1.
+
+Nothing here ever forms an n x d x d array: the cost of A and A* is one
+(nL x d) @ (d x d) GEMM plus O(n L^2 d) work for the small per-sample products,
+and the memory is O(n L d + d^2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def _check_X(X: np.ndarray) -> tuple[int, int, int]:
+    if X.ndim != 3:
+        raise ValueError(f"X must have shape (n, L, d), got shape {X.shape}")
+    return X.shape  # type: ignore[return-value]
+
+
+def triu_indices(L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row-major (a, b) index arrays of the upper triangle a <= b of an L x L matrix."""
+    return np.triu_indices(L)
+
+
+def tau(L: int) -> np.ndarray:
+    """The K-vector tau with tau_aa = sqrt(2), tau_ab = 1 for a < b (THEORY 3)."""
+    a, b = triu_indices(L)
+    return np.where(a == b, math.sqrt(2.0), 1.0)
+
+
+def preactivations(X: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """h(S) of shape (n, L, L): h_ab = (x_a^T S x_b - delta_ab Tr S)/sqrt(d)."""
+    n, L, d = _check_X(X)
+    if S.shape != (d, d):
+        raise ValueError(f"S must have shape ({d}, {d}), got {S.shape}")
+    XS = (X.reshape(n * L, d) @ S).reshape(n, L, d)
+    H = np.einsum("nld,nmd->nlm", XS, X)
+    idx = np.arange(L)
+    H[:, idx, idx] -= np.trace(S)
+    H /= math.sqrt(d)
+    return H
+
+
+def preactivations_adjoint(X: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """A*(R) = (sum_mu X_mu^T R_mu X_mu - (sum_mu tr R_mu) I)/sqrt(d), symmetrised.
+
+    This is the adjoint of :func:`preactivations` for the Frobenius inner
+    products on (n, L, L) arrays and on d x d matrices: <R, A(S)> = <A*(R), S>
+    for every symmetric S (the symmetrisation makes it the adjoint on Sym(d)
+    also when R is not symmetric).
+    """
+    n, L, d = _check_X(X)
+    if R.shape != (n, L, L):
+        raise ValueError(f"R must have shape ({n}, {L}, {L}), got {R.shape}")
+    M = np.einsum("nlm,nmd->nld", R, X)
+    G = X.reshape(n * L, d).T @ M.reshape(n * L, d)
+    G = 0.5 * (G + G.T)
+    G[np.diag_indices(d)] -= np.einsum("nll->", R)
+    G /= math.sqrt(d)
+    return G
+
+
+def upper_triangle(H: np.ndarray) -> np.ndarray:
+    """(n, L, L) -> (n, K): the entries a <= b in row-major order."""
+    if H.ndim != 3 or H.shape[1] != H.shape[2]:
+        raise ValueError(f"H must have shape (n, L, L), got {H.shape}")
+    a, b = triu_indices(H.shape[1])
+    return H[:, a, b]
+
+
+def from_upper_triangle(Y: np.ndarray, L: int) -> np.ndarray:
+    """(n, K) -> (n, L, L) symmetric, inverse of :func:`upper_triangle`."""
+    a, b = triu_indices(L)
+    if Y.ndim != 2 or Y.shape[1] != a.size:
+        raise ValueError(f"Y must have shape (n, {a.size}) for L = {L}, got {Y.shape}")
+    H = np.zeros((Y.shape[0], L, L), dtype=Y.dtype)
+    H[:, a, b] = Y
+    H[:, b, a] = Y
+    return H
+
+
+def residual_weights(r: np.ndarray, L: int) -> np.ndarray:
+    """Symmetric Rtilde with Rtilde_aa = r_aa and Rtilde_ab = Rtilde_ba = r_ab/2 (a < b).
+
+    <Rtilde, H>_F = sum_{a<=b} r_ab H_ab for symmetric H, so A*(Rtilde) is the
+    adjoint of S -> upper_triangle(A(S)) applied to r.
+    """
+    a, b = triu_indices(L)
+    half = np.where(a == b, 1.0, 0.5)
+    return from_upper_triangle(r * half, L)
+
+
+def measure(X: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """B(S) = upper_triangle(h(S)), shape (n, K): the linear-channel measurements."""
+    return upper_triangle(preactivations(X, S))
+
+
+def measure_adjoint(X: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """B*(r) = A*(Rtilde(r)) for r of shape (n, K): adjoint of :func:`measure` on Sym(d)."""
+    return preactivations_adjoint(X, residual_weights(r, X.shape[1]))
+
+
+def linear_loss_and_grad(
+    X: np.ndarray, y: np.ndarray, S: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """f(S) = 1/2 sum_mu sum_{a<=b} (h_ab(S) - y_ab)^2 and its gradient on Sym(d).
+
+    grad f(S) = A*(Rtilde) with r = upper_triangle(h(S)) - y (see
+    :func:`residual_weights`).
+    """
+    r = measure(X, S) - y
+    return 0.5 * float(np.sum(r * r)), measure_adjoint(X, r)

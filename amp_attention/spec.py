@@ -1,0 +1,288 @@
+"""Problem specification: frozen, validated dataclasses (THEORY.md sections 1-2).
+
+A :class:`Problem` bundles
+
+* a :class:`Task` -- output channel, number of tokens ``L``, softmax inverse
+  temperature ``beta`` and label-noise variance ``noise`` (Delta);
+* a target -- :class:`WishartTarget` (``kappa0``), :class:`PowerLawTarget`
+  (``gamma``, ``p0``, ``Q0``) or :class:`CustomTarget` (an eigenvalue list or a
+  tabulated density);
+* a :class:`Learner` -- width ratio ``kappa = p/d``, weight decay ``lam`` and the
+  parameterisation (``"factorised"``: S = W^T W / sqrt(p d) with nuclear-norm
+  penalty ``lam * d * Tr S``; ``"elementwise"``: S itself with Frobenius penalty
+  ``lam * d * ||S||_F^2 / 2``);
+* the sample ratio ``alpha = n / d^2``.
+
+Every constructor validates its arguments and raises :class:`ValueError` whose
+message names the parameter and its allowed range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+import numpy as np
+
+CHANNELS = ("linear", "softmax", "seq2lab")
+NOISE_LOCATIONS = ("output", "logit")
+PARAMETERISATIONS = ("factorised", "elementwise")
+
+
+def _real(name: str, value: object) -> float:
+    """Coerce ``value`` to a finite float or raise a ValueError naming ``name``."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(x):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return x
+
+
+def _positive(name: str, value: object) -> float:
+    x = _real(name, value)
+    if x <= 0.0:
+        raise ValueError(f"{name} must be > 0 (allowed range (0, inf)), got {value!r}")
+    return x
+
+
+def _nonnegative(name: str, value: object) -> float:
+    x = _real(name, value)
+    if x < 0.0:
+        raise ValueError(f"{name} must be >= 0 (allowed range [0, inf)), got {value!r}")
+    return x
+
+
+def _integer(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    n = int(value)
+    if n < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return n
+
+
+def _choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What is learned: channel, tokens, temperature and label noise (THEORY 1).
+
+    ``noise`` is the label-noise variance Delta; ``noise_at`` says whether it is
+    added to the outputs (``"output"``, default) or to the logits (``"logit"``).
+    """
+
+    channel: str = "linear"
+    L: int = 1
+    beta: float = 1.0
+    noise: float = 0.0
+    noise_at: str = "output"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "channel", _choice("channel", self.channel, CHANNELS))
+        object.__setattr__(self, "L", _integer("L", self.L, 1))
+        object.__setattr__(self, "beta", _positive("beta", self.beta))
+        object.__setattr__(self, "noise", _nonnegative("noise", self.noise))
+        object.__setattr__(
+            self, "noise_at", _choice("noise_at", self.noise_at, NOISE_LOCATIONS)
+        )
+
+    @property
+    def K(self) -> int:
+        """Number of u-components per sample, L(L+1)/2 (THEORY 3)."""
+        return self.L * (self.L + 1) // 2
+
+
+@dataclass(frozen=True)
+class WishartTarget:
+    """S0 = W0^T W0 / sqrt(p0 d), W0 in R^{p0 x d} i.i.d. N(0,1), kappa0 = p0/d.
+
+    Eigenvalues sqrt(kappa0) * mu with mu Marchenko-Pastur of ratio 1/kappa0
+    (atom of mass 1 - kappa0 at 0 when kappa0 < 1); Q0 = 1 + kappa0.
+    """
+
+    kappa0: float = 0.5
+    kind: Literal["wishart"] = field(default="wishart", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa0", _positive("kappa0", self.kappa0))
+
+    @property
+    def Q0(self) -> float:
+        return 1.0 + self.kappa0
+
+
+@dataclass(frozen=True)
+class PowerLawTarget:
+    """S0 = O diag(s) O^T with s_k = c k^(-gamma) for k <= p0, 0 beyond (THEORY 1).
+
+    The spectrum is defined at a finite dimension ``d`` (deterministic
+    equivalent); ``c`` is fixed by Tr(S0^2)/d = Q0.  ``p0`` defaults to ``d``.
+    """
+
+    gamma: float = 1.0
+    d: int = 400
+    p0: int | None = None
+    Q0: float = 1.0
+    kind: Literal["powerlaw"] = field(default="powerlaw", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gamma", _positive("gamma", self.gamma))
+        object.__setattr__(self, "d", _integer("d", self.d, 1))
+        p0 = self.d if self.p0 is None else _integer("p0", self.p0, 1)
+        if p0 > self.d:
+            raise ValueError(f"p0 must lie in [1, d] = [1, {self.d}], got {p0}")
+        object.__setattr__(self, "p0", p0)
+        object.__setattr__(self, "Q0", _positive("Q0", self.Q0))
+
+    def eigenvalues(self) -> np.ndarray:
+        """The d target eigenvalues, decreasing, normalised to Tr(S0^2)/d = Q0."""
+        k = np.arange(1, self.d + 1, dtype=float)
+        s = np.where(k <= self.p0, k ** (-self.gamma), 0.0)
+        s *= math.sqrt(self.Q0 * self.d / float(np.sum(s * s)))
+        return s
+
+
+@dataclass(frozen=True)
+class CustomTarget:
+    """A user-given target spectrum: an eigenvalue list, or a tabulated density.
+
+    Give either ``eigenvalues`` (each >= 0; a finite-d spectrum, every value of
+    weight 1/len) or ``grid`` and ``density`` (a density on an increasing grid of
+    nonnegative points; it is normalised and treated by the trapezoidal rule).
+    """
+
+    eigenvalues: tuple[float, ...] | None = None
+    grid: tuple[float, ...] | None = None
+    density: tuple[float, ...] | None = None
+    kind: Literal["custom"] = field(default="custom", init=False)
+
+    def __post_init__(self) -> None:
+        if (self.eigenvalues is None) == (self.grid is None):
+            raise ValueError("custom target: give exactly one of eigenvalues or grid+density")
+        if self.eigenvalues is not None:
+            ev = np.asarray(self.eigenvalues, dtype=float).ravel()
+            if ev.size == 0:
+                raise ValueError("eigenvalues must be a non-empty list of numbers >= 0")
+            if not np.all(np.isfinite(ev)):
+                raise ValueError("eigenvalues must be finite (no NaN or inf)")
+            if np.any(ev < 0):
+                raise ValueError("eigenvalues must be >= 0 (the target is PSD)")
+            object.__setattr__(self, "eigenvalues", tuple(float(v) for v in ev))
+            return
+        if self.density is None:
+            raise ValueError("density must be given together with grid")
+        x = np.asarray(self.grid, dtype=float).ravel()
+        rho = np.asarray(self.density, dtype=float).ravel()
+        if x.size < 2 or x.size != rho.size:
+            raise ValueError("grid and density must have the same length >= 2")
+        if not (np.all(np.isfinite(x)) and np.all(np.isfinite(rho))):
+            raise ValueError("grid and density must be finite (no NaN or inf)")
+        if np.any(x < 0) or np.any(np.diff(x) <= 0):
+            raise ValueError("grid must be increasing and >= 0 (the target is PSD)")
+        if np.any(rho < 0) or not np.any(rho > 0):
+            raise ValueError("density must be >= 0 with positive mass")
+        object.__setattr__(self, "grid", tuple(float(v) for v in x))
+        object.__setattr__(self, "density", tuple(float(v) for v in rho))
+
+    def atoms(self) -> tuple[np.ndarray, np.ndarray]:
+        """(positions, weights) of the discrete measure representing the target."""
+        if self.eigenvalues is not None:
+            ev = np.asarray(self.eigenvalues)
+            return ev, np.full(ev.size, 1.0 / ev.size)
+        x = np.asarray(self.grid)
+        rho = np.asarray(self.density)
+        w = np.zeros_like(x)
+        dx = np.diff(x)
+        w[:-1] += 0.5 * dx * rho[:-1]
+        w[1:] += 0.5 * dx * rho[1:]
+        keep = w > 0
+        return x[keep], w[keep] / np.sum(w)
+
+    @property
+    def Q0(self) -> float:
+        s, w = self.atoms()
+        return float(np.sum(w * s * s))
+
+
+Target = Union[WishartTarget, PowerLawTarget, CustomTarget]
+
+
+@dataclass(frozen=True)
+class Learner:
+    """The trained model: width ratio kappa = p/d, weight decay lam (THEORY 2).
+
+    ``parameterisation="factorised"``: S = W^T W / sqrt(p d), penalty
+    lam * d * Tr S = (lam / sqrt(kappa)) ||W||_F^2, so ERM over PSD S with
+    rank <= kappa d (no cap when kappa >= 1).  ``"elementwise"``: S symmetric,
+    unconstrained, penalty lam * d * ||S||_F^2 / 2 (kappa is ignored).
+    """
+
+    kappa: float = 1.0
+    lam: float = 0.1
+    parameterisation: str = "factorised"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", _positive("kappa", self.kappa))
+        object.__setattr__(self, "lam", _nonnegative("lam", self.lam))
+        object.__setattr__(
+            self,
+            "parameterisation",
+            _choice("parameterisation", self.parameterisation, PARAMETERISATIONS),
+        )
+
+    @property
+    def rank_capped(self) -> bool:
+        return self.parameterisation == "factorised" and self.kappa < 1.0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A full problem: task, target, learner and sample ratio alpha = n/d^2."""
+
+    task: Task = field(default_factory=Task)
+    target: Target = field(default_factory=WishartTarget)
+    learner: Learner = field(default_factory=Learner)
+    alpha: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.task, Task):
+            raise ValueError("task must be a Task")
+        if not isinstance(self.target, (WishartTarget, PowerLawTarget, CustomTarget)):
+            raise ValueError("target must be a WishartTarget, PowerLawTarget or CustomTarget")
+        if not isinstance(self.learner, Learner):
+            raise ValueError("learner must be a Learner")
+        object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
+
+    def to_dict(self) -> dict:
+        """Plain-JSON description of every parameter (recorded in outputs)."""
+        t = self.target
+        if isinstance(t, WishartTarget):
+            target = {"kind": "wishart", "kappa0": t.kappa0}
+        elif isinstance(t, PowerLawTarget):
+            target = {"kind": "powerlaw", "gamma": t.gamma, "d": t.d, "p0": t.p0, "Q0": t.Q0}
+        else:
+            target = {"kind": "custom", "eigenvalues": t.eigenvalues, "grid": t.grid,
+                      "density": t.density}
+        return {
+            "channel": self.task.channel,
+            "L": self.task.L,
+            "beta": self.task.beta,
+            "noise": self.task.noise,
+            "noise_at": self.task.noise_at,
+            "target": target,
+            "kappa": self.learner.kappa,
+            "lam": self.learner.lam,
+            "parameterisation": self.learner.parameterisation,
+            "alpha": self.alpha,
+        }

@@ -1,0 +1,230 @@
+"""Target spectral laws (THEORY 1): Marchenko-Pastur (Wishart), discrete lists.
+
+A :class:`SpectralMeasure` is a probability measure on [0, inf) given by its
+Stieltjes transform G(w) = int dnu(s) / (w - s) and the derivatives G', G''
+(for Im w >= 0), and by its *singular components*: the sorted closed intervals
+(atoms are degenerate intervals) on which the measure lives.  Between them
+phi0(u) = int dnu(s)/(u - s)^2 = -G'(u) is finite and convex, and it diverges
+at their ends: this is what the free-convolution code needs to locate the
+support of nu boxplus semicircle (see :mod:`amp_attention.freeprob`).
+
+* :class:`MarchenkoPasturMeasure` -- eigenvalues ``scale * mu`` with mu
+  Marchenko-Pastur of ratio ``c`` (mean 1, atom 1 - 1/c at 0 when c > 1).
+  The Wishart target S0 = W0^T W0 / sqrt(p0 d) is c = 1/kappa0,
+  scale = sqrt(kappa0).
+* :class:`DiscreteMeasure` -- finitely many atoms (power-law targets at finite
+  d, user eigenvalue lists, tabulated densities after quadrature).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from .spec import CustomTarget, PowerLawTarget, Target, WishartTarget
+
+
+def _upper(w: np.ndarray | complex | float) -> np.ndarray:
+    """Complex array with imaginary parts forced to +0.0 where they are zero.
+
+    The principal square root has its cut on the negative axis; a signed zero
+    (-0.0j) would put a real point on the wrong side of it.
+    """
+    w = np.asarray(w, dtype=complex)
+    return np.where(w.imag == 0.0, w.real + 0.0j, w)
+
+
+class SpectralMeasure(ABC):
+    """A compactly supported probability measure on [0, inf) (a target spectrum)."""
+
+    @abstractmethod
+    def stieltjes(self, w: np.ndarray) -> np.ndarray:
+        """G(w) = int dnu(s) / (w - s) for Im w >= 0 (w off the support)."""
+
+    @abstractmethod
+    def stieltjes_derivatives(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(G, G', G'') at w."""
+
+    @abstractmethod
+    def singular_components(self) -> np.ndarray:
+        """Sorted (k, 2) array of closed intervals carrying the measure (atoms: lo == hi)."""
+
+    @abstractmethod
+    def moment(self, k: int) -> float:
+        """int s^k dnu(s) for k = 1, 2."""
+
+    @abstractmethod
+    def scaled(self, a: float) -> "SpectralMeasure":
+        """The law of a*s for s ~ nu (a > 0)."""
+
+    def phi(self, u: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """phi(u, t) = int dnu(s) / ((u - s)^2 + t) = -Im G(u + i sqrt t)/sqrt t, t > 0."""
+        v = np.sqrt(t)
+        return -np.imag(self.stieltjes(u + 1j * v)) / v
+
+    def phi_and_slope(self, u: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(phi, d phi / d t) at t = v^2 > 0."""
+        v = np.sqrt(t)
+        G, G1, _ = self.stieltjes_derivatives(u + 1j * v)
+        phi = -np.imag(G) / v
+        # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
+        return phi, -(np.real(G1) + phi) / (2.0 * t)
+
+
+class MarchenkoPasturMeasure(SpectralMeasure):
+    """Law of ``scale * mu``, mu Marchenko-Pastur with ratio ``c`` and mean 1.
+
+    G_mu solves c z G^2 - (z - 1 + c) G + 1 = 0; the root with G ~ 1/z is
+    G_mu = 2 / ((z - 1 + c) + sqrt(z - l_-) sqrt(z - l_+)), l_pm = (1 pm sqrt c)^2,
+    a form that is stable at z = 0 and carries the atom 1 - 1/c when c > 1.
+    """
+
+    def __init__(self, c: float, scale: float = 1.0):
+        if not (c > 0 and math.isfinite(c)):
+            raise ValueError(f"Marchenko-Pastur ratio c must be in (0, inf), got {c!r}")
+        if not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"scale must be in (0, inf), got {scale!r}")
+        self.c = float(c)
+        self.scale = float(scale)
+        self.lo = (1.0 - math.sqrt(self.c)) ** 2
+        self.hi = (1.0 + math.sqrt(self.c)) ** 2
+
+    def __repr__(self) -> str:
+        return f"MarchenkoPasturMeasure(c={self.c!r}, scale={self.scale!r})"
+
+    def _g_mu_and_root(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(G_mu(z), R(z)) with R = sqrt(z - l_-) sqrt(z - l_+) (cut on [l_-, l_+]).
+
+        G_mu = (A - R)/(2 c z) = 2/(A + R), A = z - 1 + c; per point we use the
+        form without cancellation ((A+R)(A-R) = 4 c z, so one of them is large).
+        """
+        c = self.c
+        z = _upper(z)
+        R = np.sqrt(_upper(z - self.lo)) * np.sqrt(_upper(z - self.hi))
+        A = z - 1.0 + c
+        plus, minus = A + R, A - R
+        with np.errstate(divide="ignore", invalid="ignore"):
+            G = np.where(np.abs(plus) >= np.abs(minus), 2.0 / plus, minus / (2.0 * c * z))
+        return G, R
+
+    def stieltjes(self, w: np.ndarray) -> np.ndarray:
+        a = self.scale
+        return self._g_mu_and_root(np.asarray(w) / a)[0] / a
+
+    def stieltjes_derivatives(self, w):
+        a, c = self.scale, self.c
+        z = _upper(np.asarray(w) / a)
+        G, R = self._g_mu_and_root(z)
+        np_err = np.seterr(divide="ignore", invalid="ignore")
+        # Implicit differentiation of c z G^2 - (z - 1 + c) G + 1 = 0:
+        # G' = (G - c G^2) / D with D = 2 c z G - (z - 1 + c) = -R exactly on the
+        # physical branch, which keeps G' accurate next to the edges l_pm.
+        N = G * (1.0 - c * G)
+        D = -R
+        G1 = N / D
+        N1 = G1 * (1.0 - 2.0 * c * G)
+        D1 = -(z - 1.0 - c) / R
+        G2 = (N1 * D - N * D1) / (D * D)
+        np.seterr(**np_err)
+        return G / a, G1 / a**2, G2 / a**3
+
+    def singular_components(self) -> np.ndarray:
+        a = self.scale
+        comps = []
+        if self.c > 1.0:
+            comps.append((0.0, 0.0))
+        comps.append((a * self.lo, a * self.hi))
+        return np.array(comps, dtype=float)
+
+    def moment(self, k: int) -> float:
+        if k == 1:
+            return self.scale
+        if k == 2:
+            return self.scale**2 * (1.0 + self.c)
+        raise ValueError("only moments k = 1, 2 are available")
+
+    def scaled(self, a: float) -> "MarchenkoPasturMeasure":
+        return MarchenkoPasturMeasure(self.c, self.scale * a)
+
+    def density(self, s: np.ndarray) -> np.ndarray:
+        """Absolutely continuous part of the density (the atom is not included)."""
+        s = np.asarray(s, dtype=float) / self.scale
+        inside = (s > self.lo) & (s < self.hi)
+        val = np.sqrt(np.clip((self.hi - s) * (s - self.lo), 0.0, None))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rho = np.where(inside, val / (2.0 * math.pi * self.c * s), 0.0)
+        return rho / self.scale
+
+    @property
+    def atom_at_zero(self) -> float:
+        return max(0.0, 1.0 - 1.0 / self.c)
+
+
+class DiscreteMeasure(SpectralMeasure):
+    """sum_k w_k delta(s - s_k): finitely many atoms (weights normalised to 1)."""
+
+    def __init__(self, points: np.ndarray, weights: np.ndarray | None = None):
+        pts = np.asarray(points, dtype=float).ravel()
+        if pts.size == 0 or not np.all(np.isfinite(pts)):
+            raise ValueError("points must be a non-empty finite array")
+        w = np.full(pts.size, 1.0 / pts.size) if weights is None else np.asarray(weights, float).ravel()
+        if w.shape != pts.shape or np.any(w < 0) or not np.all(np.isfinite(w)) or w.sum() <= 0:
+            raise ValueError("weights must be finite, >= 0, with the shape of points")
+        # Merge coincident atoms: the support code needs strictly separated atoms.
+        order = np.argsort(pts, kind="stable")
+        pts, w = pts[order], w[order]
+        uniq, start = np.unique(pts, return_index=True)
+        w = np.add.reduceat(w, start)
+        keep = w > 0
+        self.points = uniq[keep]
+        self.weights = w[keep] / np.sum(w[keep])
+
+    def __repr__(self) -> str:
+        return f"DiscreteMeasure({self.points.size} atoms)"
+
+    def stieltjes(self, w):
+        w = np.asarray(w, dtype=complex)
+        return np.sum(self.weights / (w[..., None] - self.points), axis=-1)
+
+    def stieltjes_derivatives(self, w):
+        w = np.asarray(w, dtype=complex)
+        r = 1.0 / (w[..., None] - self.points)
+        r2 = r * r
+        G = np.sum(self.weights * r, axis=-1)
+        G1 = -np.sum(self.weights * r2, axis=-1)
+        G2 = 2.0 * np.sum(self.weights * r2 * r, axis=-1)
+        return G, G1, G2
+
+    def phi(self, u, t):
+        u = np.asarray(u, dtype=float)
+        return np.sum(self.weights / ((u[..., None] - self.points) ** 2 + np.asarray(t)[..., None]), axis=-1)
+
+    def phi_and_slope(self, u, t):
+        # Sums of positive terms: no cancellation even when t -> 0.
+        u = np.asarray(u, dtype=float)
+        inv = 1.0 / ((u[..., None] - self.points) ** 2 + np.asarray(t)[..., None])
+        wi = self.weights * inv
+        return np.sum(wi, axis=-1), -np.sum(wi * inv, axis=-1)
+
+    def singular_components(self) -> np.ndarray:
+        return np.stack([self.points, self.points], axis=1)
+
+    def moment(self, k: int) -> float:
+        return float(np.sum(self.weights * self.points**k))
+
+    def scaled(self, a: float) -> "DiscreteMeasure":
+        return DiscreteMeasure(self.points * a, self.weights)
+
+
+def target_measure(target: Target) -> SpectralMeasure:
+    """Limiting (or deterministic-equivalent) eigenvalue law of the target S0."""
+    if isinstance(target, WishartTarget):
+        return MarchenkoPasturMeasure(1.0 / target.kappa0, math.sqrt(target.kappa0))
+    if isinstance(target, PowerLawTarget):
+        return DiscreteMeasure(target.eigenvalues())
+    if isinstance(target, CustomTarget):
+        pts, w = target.atoms()
+        return DiscreteMeasure(pts, w)
+    raise ValueError(f"unknown target {target!r}")

@@ -1,0 +1,240 @@
+"""State evolution of the tied-attention ERM (THEORY 4): overlaps <-> hats.
+
+One SE point: spec -> target spectrum -> [hats from the channel at (m, q, V)]
+-> [overlaps from the denoiser functionals over rho_B] -> fixed point.
+
+    >>> from amp_attention.spec import Problem, Task, WishartTarget, Learner
+    >>> from solvers.state_evolution import solve_state_evolution
+    >>> r = solve_state_evolution(Problem(Task("linear", L=1, noise=0.5),
+    ...                                   WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5))
+    >>> r.converged
+    True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from amp_attention.channels import channel_for
+from amp_attention.denoisers import Frobenius, denoiser_for
+from amp_attention.freeprob import SemicircleFreeConvolution
+from amp_attention.spec import Problem
+from amp_attention.targets import target_measure
+
+from .fixed_point import solve_fixed_point
+
+RESULT_FIELDS = (
+    "m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error", "matrix_mse",
+    "loss", "rank_fraction", "trace_per_d", "converged", "iterations", "residual",
+)
+
+
+@dataclass(frozen=True)
+class SpectrumPrediction:
+    """Predicted spectra of the learned weights (THEORY 5).
+
+    ``eigenvalues``/``density_S``: the absolutely continuous density of the
+    eigenvalues of Shat (normalised over d eigenvalues), plus ``atom_at_zero``.
+    ``singular_values``/``density_W``: the normalised singular values
+    sigma/(p d)^(1/4) = sqrt(eig Shat) of W, density normalised over the
+    min(p, d) singular values, plus ``atom_at_zero_W`` (None for the
+    element-wise learner, which has no W).
+    """
+
+    eigenvalues: np.ndarray
+    density_S: np.ndarray
+    atom_at_zero: float
+    singular_values: np.ndarray | None
+    density_W: np.ndarray | None
+    atom_at_zero_W: float | None
+
+
+@dataclass(frozen=True)
+class SEResult:
+    """A state-evolution fixed point and everything derived from it (THEORY 4-5)."""
+
+    m: float
+    q: float
+    V: float
+    m_hat: float
+    q_hat: float
+    V_hat: float
+    train_error: float
+    test_error: float
+    matrix_mse: float
+    loss: float
+    rank_fraction: float
+    trace_per_d: float
+    converged: bool
+    iterations: int
+    residual: float
+    status: str
+    start: str
+    metastable: bool = False
+    alternative: dict[str, Any] | None = None
+    quadrature_error: float = 0.0
+    seconds: float = 0.0
+    spectrum: SpectrumPrediction | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON dict of every scalar field (the spectrum is left out)."""
+        out = {k: v for k, v in asdict(self).items() if k != "spectrum"}
+        for k, v in out.items():
+            if isinstance(v, (np.floating, np.integer, np.bool_)):
+                out[k] = v.item()
+        return out
+
+
+def _check_solver_options(method: str, start: str, tol: float, max_iter: int, damping: float):
+    if method not in ("anderson", "damped"):
+        raise ValueError(f"method must be 'anderson' or 'damped', got {method!r}")
+    if start not in ("informative", "uninformative", "both"):
+        raise ValueError(f"start must be 'informative', 'uninformative' or 'both', got {start!r}")
+    if not (math.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be in (0, inf), got {tol!r}")
+    if int(max_iter) != max_iter or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
+    if not (0 < damping <= 1):
+        raise ValueError(f"damping must lie in (0, 1], got {damping!r}")
+
+
+class StateEvolution:
+    """The SE map of one problem: (m, q, V) -> hats -> (m, q, V)."""
+
+    def __init__(self, problem: Problem):
+        self.problem = problem
+        self.channel = channel_for(problem.task)
+        self.denoiser = denoiser_for(problem.learner)
+        self.target = target_measure(problem.target)
+        self.Q0 = self.target.moment(2)
+        self.alpha = problem.alpha
+
+    def hats(self, x: np.ndarray):
+        m, q, V = (float(v) for v in x)
+        return self.channel.se(m, q, V, self.Q0, self.alpha)
+
+    def overlaps(self, ch):
+        return self.denoiser.functionals(self.target, ch.m_hat, ch.q_hat, ch.V_hat)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        d = self.overlaps(self.hats(x))
+        return np.array([d.m, d.q, d.V])
+
+    def valid(self, x: np.ndarray) -> bool:
+        m, q, V = x
+        return bool(q >= 0 and V >= 0 and m * m <= q * self.Q0 * (1 + 1e-9) + 1e-300)
+
+    def starts(self) -> dict[str, np.ndarray]:
+        Q0 = self.Q0
+        return {
+            "informative": np.array([0.999 * Q0, Q0, 0.1]),
+            "uninformative": np.array([0.0, 1.0, 1.0]),
+        }
+
+    def penalty_per_sample(self, trace_per_d: float, q: float) -> float:
+        """lam d Tr(S)/n (nuclear) or lam d ||S||_F^2 / (2 n) (Frobenius), n = alpha d^2."""
+        lam = self.problem.learner.lam
+        if isinstance(self.denoiser, Frobenius):
+            return lam * q / (2.0 * self.alpha)
+        return lam * trace_per_d / self.alpha
+
+    def spectrum(self, ch, den, n: int = 600) -> SpectrumPrediction:
+        law = SemicircleFreeConvolution(self.target.scaled(ch.m_hat), ch.q_hat)
+        x, rho = law.curve(n)
+        keep = x >= den.cutoff
+        x, rho = x[keep], rho[keep]
+        f = self.denoiser.spectral_function(x, ch.V_hat, den.cutoff)
+        slope = (ch.V_hat + 2.0 * self.problem.learner.lam) if isinstance(
+            self.denoiser, Frobenius) else ch.V_hat
+        dens = rho * slope
+        if isinstance(self.denoiser, Frobenius):
+            return SpectrumPrediction(f, dens, 0.0, None, None, None)
+        atom = max(0.0, 1.0 - den.rank_fraction)
+        # Singular values sigma = sqrt(s): rho_sigma = 2 sigma rho_S(sigma^2), over
+        # min(p, d) values (a kappa < 1 learner has p = kappa d of them).
+        ratio = min(1.0, self.problem.learner.kappa)
+        sig = np.sqrt(np.maximum(f, 0.0))
+        dens_w = 2.0 * sig * dens / ratio
+        atom_w = max(0.0, (ratio - den.rank_fraction) / ratio)
+        return SpectrumPrediction(f, dens, atom, sig, dens_w, atom_w)
+
+
+def _solve_from(se: StateEvolution, x0: np.ndarray, **kw):
+    return solve_fixed_point(se, x0, valid=se.valid, **kw)
+
+
+def solve_state_evolution(
+    problem: Problem,
+    *,
+    method: str = "anderson",
+    tol: float = 1e-10,
+    max_iter: int = 500,
+    damping: float = 1.0,
+    start: str = "both",
+    spectrum: bool = False,
+) -> SEResult:
+    """Solve the SE fixed point of ``problem`` (THEORY 4.3).
+
+    ``start="both"`` runs an informative (Shat ~ S0) and an uninformative
+    (Shat independent of S0) initialisation; the reported point is the one of
+    lower training loss, and ``metastable``/``alternative`` say whether the
+    other one converged elsewhere.  ``spectrum=True`` attaches the predicted
+    spectra of Shat and W (THEORY 5).
+    """
+    _check_solver_options(method, start, tol, max_iter, damping)
+    t0 = time.perf_counter()
+    se = StateEvolution(problem)
+    names = ("informative", "uninformative") if start == "both" else (start,)
+    runs = {}
+    for name in names:
+        rep = _solve_from(se, se.starts()[name], method=method, tol=tol, max_iter=max_iter,
+                          damping=damping)
+        runs[name] = (rep, _assemble(se, rep, name))
+    best_name = min(runs, key=lambda k: (not runs[k][0].converged, runs[k][1]["loss"]))
+    rep, fields = runs[best_name]
+    alternative = None
+    metastable = False
+    for name, (r2, f2) in runs.items():
+        if name == best_name:
+            continue
+        if r2.converged and rep.converged:
+            diff = max(abs(f2[k] - fields[k]) / max(abs(fields[k]), 1e-12) for k in ("m", "q", "V"))
+            metastable = diff > 1e3 * tol + 1e-7
+        alternative = {"start": name, "converged": r2.converged, "status": r2.status,
+                       **{k: f2[k] for k in ("m", "q", "V", "train_error", "test_error",
+                                             "matrix_mse", "loss")}}
+    spec = None
+    if spectrum:
+        ch = se.hats(rep.x)
+        spec = se.spectrum(ch, se.overlaps(ch))
+    return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
+                    residual=rep.residual, status=rep.status, start=best_name,
+                    metastable=metastable, alternative=alternative,
+                    seconds=time.perf_counter() - t0, spectrum=spec)
+
+
+def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
+    """Channel and denoiser quantities at the final iterate (consistent to the residual)."""
+    nan = float("nan")
+    try:
+        ch = se.hats(rep.x)
+        den = se.overlaps(ch)
+    except ValueError:
+        return {k: nan for k in ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error",
+                                 "test_error", "matrix_mse", "loss", "rank_fraction",
+                                 "trace_per_d", "quadrature_error")} | {"loss": math.inf}
+    m, q, V = den.m, den.q, den.V
+    return {
+        "m": m, "q": q, "V": V,
+        "m_hat": ch.m_hat, "q_hat": ch.q_hat, "V_hat": ch.V_hat,
+        "train_error": ch.train_error, "test_error": ch.test_error,
+        "matrix_mse": se.Q0 - 2.0 * m + q,
+        "loss": ch.loss_per_sample + se.penalty_per_sample(den.trace_per_d, q),
+        "rank_fraction": den.rank_fraction, "trace_per_d": den.trace_per_d,
+        "quadrature_error": den.quadrature_error,
+    }
