@@ -398,7 +398,19 @@ class SemicircleFreeConvolution:
         (relative to the scale of each integral).  Returns (values, error
         estimate, nodes per panel).
         """
-        panels = self._panels() if x_cut == -math.inf else self._cut_panels(self.u_cut(x_cut))
+        u_cut = -math.inf if x_cut == -math.inf else self.u_cut(x_cut)
+        return self.integrate_u(integrands, u_cut, n_start=n_start, n_max=n_max)
+
+    def integrate_u(
+        self,
+        integrands: Callable[[QuadratureRule], np.ndarray],
+        u_cut: float = -math.inf,
+        *,
+        n_start: int = 16,
+        n_max: int = 1536,
+    ) -> tuple[np.ndarray, float, int]:
+        """As :meth:`integrate`, over x > psi(u_cut)."""
+        panels = self._panels() if u_cut == -math.inf else self._cut_panels(u_cut)
         if not panels:
             probe = integrands(self.rule_from_panels(self._panels()[:1], 2))
             return np.zeros(np.shape(probe)[0]), 0.0, 0
@@ -438,12 +450,37 @@ class SemicircleFreeConvolution:
         return float(vals[0])
 
     def upper_quantile(self, fraction: float) -> float:
-        """x with int_{y > x} rho_B(y) dy = fraction (0 < fraction < 1)."""
+        """x with int_{y > x} rho_B(y) dy = fraction (0 < fraction < 1).
+
+        Safeguarded Newton in u on M(u) = mass above psi(u), with
+        M'(u) = -v(u) psi'(u) / (pi qh); bisection keeps the bracket.
+        """
         if not 0.0 < fraction < 1.0:
             raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
-        lo_x, hi_x = float(self.intervals_x[0, 0]), float(self.intervals_x[-1, 1])
-        return brentq(lambda xc: self.mass_above(xc) - fraction, lo_x, hi_x,
-                      xtol=1e-14 * max(1.0, abs(lo_x), abs(hi_x)), rtol=8.9e-16, maxiter=200)
+        lo, hi = float(self.intervals_u[0, 0]), float(self.intervals_u[-1, 1])
+        scale = max(1.0, abs(lo), abs(hi))
+        ones = lambda r: np.ones((1, r.x.size))  # noqa: E731
+        u = 0.5 * (lo + hi)
+        for _ in range(200):
+            res = float(self.integrate_u(ones, u)[0][0]) - fraction
+            if res > 0:
+                lo = u
+            else:
+                hi = u
+            if abs(res) <= 1e-14 or hi - lo <= 1e-15 * scale:
+                break
+            slope = 0.0
+            if self._inside_u(np.array([u]))[0]:
+                v = float(self.solve_v(np.array([u]))[0])
+                _, G1, _ = self.nu.stieltjes_derivatives(np.array([u + 1j * v]))
+                g1 = complex(G1[0])
+                dpsi = abs(1.0 + self.qh * g1) ** 2 / (1.0 + self.qh * g1.real)
+                slope = -v * dpsi / (_PI * self.qh)
+            u_new = u - res / slope if slope < 0 else 0.5 * (lo + hi)
+            if not (lo < u_new < hi):
+                u_new = 0.5 * (lo + hi)
+            u = u_new
+        return float(self.psi(np.array([u]))[0])
 
     def curve(self, n: int = 400) -> tuple[np.ndarray, np.ndarray]:
         """(x, rho_B(x)) along the support, for plots (nodes dense near the edges)."""

@@ -68,9 +68,11 @@ class SpectralMeasure(ABC):
         """(phi, d phi / d t) at t = v^2 > 0."""
         v = np.sqrt(t)
         G, G1, _ = self.stieltjes_derivatives(u + 1j * v)
-        phi = -np.imag(G) / v
-        # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
-        return phi, -(np.real(G1) + phi) / (2.0 * t)
+        # Non-finite values at t -> 0 are caught by the caller's safeguards.
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            phi = -np.imag(G) / v
+            # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
+            return phi, -(np.real(G1) + phi) / (2.0 * t)
 
 
 class MarchenkoPasturMeasure(SpectralMeasure):
@@ -161,6 +163,27 @@ class MarchenkoPasturMeasure(SpectralMeasure):
     def atom_at_zero(self) -> float:
         return max(0.0, 1.0 - 1.0 / self.c)
 
+    def quantiles(self, d: int) -> np.ndarray:
+        """The d quantiles at levels (i + 1/2)/d, ascending (a deterministic spectrum
+        with exactly this limiting law; zeros for the atom).
+
+        The CDF of the continuous part is integrated in the angle phi with
+        s = mid - half cos(phi), where the density times ds is smooth
+        (half^2 sin^2 phi / (2 pi c s) dphi).
+        """
+        levels = (np.arange(d) + 0.5) / d
+        mid, half = 0.5 * (self.lo + self.hi), 0.5 * (self.hi - self.lo)
+        phi = np.linspace(0.0, math.pi, 40001)
+        s = mid - half * np.cos(phi)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dens = np.where(s > 0, half**2 * np.sin(phi) ** 2 / (2.0 * math.pi * self.c * s), 0.0)
+        cdf = np.concatenate([[0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(phi))])
+        atom = self.atom_at_zero
+        cdf = atom + (1.0 - atom) * cdf / cdf[-1]
+        out = np.interp(levels, cdf, s)
+        out[levels <= atom] = 0.0
+        return self.scale * out
+
 
 class DiscreteMeasure(SpectralMeasure):
     """sum_k w_k delta(s - s_k): finitely many atoms (weights normalised to 1)."""
@@ -213,6 +236,13 @@ class DiscreteMeasure(SpectralMeasure):
 
     def moment(self, k: int) -> float:
         return float(np.sum(self.weights * self.points**k))
+
+    def quantiles(self, d: int) -> np.ndarray:
+        """The d quantiles at levels (i + 1/2)/d, ascending (d equal atoms come back exactly)."""
+        cdf = np.cumsum(self.weights)
+        levels = (np.arange(d) + 0.5) / d
+        idx = np.minimum(np.searchsorted(cdf / cdf[-1], levels, side="left"), self.points.size - 1)
+        return self.points[idx]
 
     def scaled(self, a: float) -> "DiscreteMeasure":
         return DiscreteMeasure(self.points * a, self.weights)

@@ -316,6 +316,7 @@ def direct_erm(
     progress: bool = False,
     S_init: np.ndarray | None = None,
     keep_matrix: bool = True,
+    target_spectrum: str = "sampled",
 ) -> ERMResult:
     """Minimise the finite-d ERM objective of THEORY 2 (linear channel) on one draw.
 
@@ -325,7 +326,8 @@ def direct_erm(
                  equations; ``S_init`` is ignored),
     with f(S) = 1/2 sum_mu sum_{a<=b} (y_ab - h_ab(S))^2.  ``data`` (from
     :func:`~amp_attention.data.generate_dataset`) is used instead of drawing a
-    new dataset; its d and seed must match the arguments.  A run that hits
+    new dataset; its d and seed must match the arguments.  ``target_spectrum``
+    ("sampled" or "quantile") is passed to the data generator.  A run that hits
     ``max_iter`` is returned with ``converged=False`` and a warning.
     """
     d = check_dimension(d)
@@ -342,7 +344,7 @@ def direct_erm(
     if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     if data is None:
-        data = generate_dataset(problem, d, seed)
+        data = generate_dataset(problem, d, seed, target_spectrum)
     elif data.d != d or data.seed != seed:
         raise ValueError(
             f"data was generated with d={data.d}, seed={data.seed}; got d={d}, seed={seed}"

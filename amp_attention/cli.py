@@ -1,0 +1,767 @@
+"""Command-line interface ``amp-attention`` (console script; also ``python -m amp_attention.cli``).
+
+Subcommands
+
+* ``se``          solve the state evolution (SE) of one problem; table or JSON,
+                  optional spectrum CSV + PNG;
+* ``erm``         direct empirical risk minimisation at finite d over several
+                  seeds; mean and standard error of every statistic;
+* ``quickstart``  the SE curve of a built-in problem over alpha, overlaid with
+                  finite-d ERM, written to CSV, JSON and PNG.
+
+Exit codes: 0 success; 2 bad input (argparse errors, any ValueError raised by
+the problem specification, a channel that is not implemented yet, a file that
+cannot be written); 3 the computation ran but did not converge (the results are
+still printed).  The CLI is the top floor of the package: it is the only module
+of ``amp_attention`` that imports ``solvers``, and only inside functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+
+PROG = "amp-attention"
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_NOT_CONVERGED = 3
+
+# --------------------------------------------------------------------------- help texts
+
+MODEL = """\
+model (conventions: docs/theory.md)
+  A sample is L tokens x_1..x_L in R^d, i.i.d. N(0, I_d); there are n = alpha d^2
+  samples. Pre-activations h_ab(S) = (x_a^T S x_b - delta_ab Tr S)/sqrt(d).
+  Target S0: PSD with O(1) spectrum (Wishart W0^T W0/sqrt(p0 d), kappa0 = p0/d,
+  or a power law s_k ~ k^-gamma). Labels y = g(h(S0)) + noise of variance Delta.
+  Learner: tied single-head attention, W in R^{p x d}, kappa = p/d,
+  S = W^T W/sqrt(p d), yhat = g(h(S)); it minimises
+      R(W) = sum_mu 1/2 ||y_mu - yhat_mu||^2 + lam d Tr S   (= (lam/sqrt kappa)||W||_F^2).
+  The SE is the replica-symmetric d -> infinity theory of the minimiser."""
+
+TOP_DESCRIPTION = f"""\
+High-dimensional theory engine for tied single-head attention: state evolution
+(d -> infinity predictions) and finite-d direct ERM to compare it with.
+
+{MODEL}
+
+subcommands
+  se          state-evolution fixed point of one problem (errors, overlaps, spectra)
+  erm         direct ERM at finite d over several seeds (mean +- standard error)
+  quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
+
+exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
+Run `amp-attention <subcommand> --help` for the flags."""
+
+SE_DESCRIPTION = f"""\
+Solve the state evolution of one problem and report every result field:
+m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V and the conjugates m_hat, q_hat, V_hat;
+train_error (1/n) sum ||y - yhat||^2, test_error E||g(h(S0)) - g(h(Shat))||^2
+(clean labels), matrix_mse ||Shat - S0||_F^2/d, loss R/n, rank_fraction and
+Tr(Shat)/d, plus convergence diagnostics (converged, iterations, residual,
+status, start, metastable, alternative).
+
+{MODEL}"""
+
+ERM_DESCRIPTION = f"""\
+Minimise R at finite dimension d on freshly drawn data (one data set per seed;
+n = round(alpha d^2)) and report the mean and standard error over seeds of
+matrix_mse, train_error, test_error, loss, m, q, rank_fraction, trace_per_d,
+iterations and residual. Factorised learner: accelerated proximal gradient over
+PSD S (rank <= round(kappa d) if kappa < 1); elementwise learner: conjugate
+gradient on the ridge normal equations. Linear channel only (for now).
+
+{MODEL}"""
+
+QUICKSTART_DESCRIPTION = """\
+The main job on built-in defaults: linear channel, L = 1, Wishart target with
+kappa0 = 0.5, factorised learner with kappa = 1 and lam = 0.1, label noise
+Delta = 0.5, and alpha on 12 points from 0.1 to 1.5. Solves the state evolution
+along alpha, prints a table, runs direct ERM at d = 48 with 2 seeds at 4 of the
+alphas (unless --no-erm) and writes DIR/quickstart.csv, DIR/quickstart.json and
+DIR/quickstart.png (test error, train error and matrix MSE vs alpha; SE lines,
+ERM points with one-standard-error bars). Takes well under a minute."""
+
+# Descriptions of the SE result fields, used by the text table.
+SE_FIELD_HELP = {
+    "m": "Tr(S0 Shat)/d",
+    "q": "Tr(Shat^2)/d",
+    "V": "normalised divergence of the denoiser",
+    "m_hat": "conjugate of m",
+    "q_hat": "conjugate of q",
+    "V_hat": "conjugate of V",
+    "train_error": "(1/n) sum ||y - yhat||^2",
+    "test_error": "E||g(h(S0)) - g(h(Shat))||^2, clean",
+    "matrix_mse": "||Shat - S0||_F^2 / d = Q0 - 2m + q",
+    "loss": "R/n at the minimiser",
+    "rank_fraction": "fraction of nonzero eigenvalues of Shat",
+    "trace_per_d": "Tr(Shat)/d",
+    "converged": "fixed point reached to --tol",
+    "iterations": "fixed-point iterations",
+    "residual": "final relative residual",
+    "status": "solver status",
+    "start": "initialisation of the reported point",
+    "metastable": "the other start converged elsewhere",
+    "alternative": "the other start's fixed point",
+    "quadrature_error": "estimated quadrature error",
+    "seconds": "wall time of the solve",
+}
+
+# --------------------------------------------------------------------------- errors
+
+
+class CLIError(Exception):
+    """Bad input: reported as one line on stderr, exit code 2."""
+
+
+# Spec parameter name -> CLI flag, per constructor (the spec's ValueError
+# messages start with the parameter name).
+_TASK_FLAGS = {"channel": "--channel", "L": "--L", "beta": "--beta", "noise": "--noise",
+               "noise_at": "--noise-at"}
+_WISHART_FLAGS = {"kappa0": "--kappa0"}
+_POWERLAW_FLAGS = {"gamma": "--gamma", "d": "--target-d", "p0": "--p0", "Q0": "--Q0"}
+_LEARNER_FLAGS = {"kappa": "--kappa", "lam": "--lam", "parameterisation": "--learner"}
+_PROBLEM_FLAGS = {"alpha": "--alpha"}
+_RANGES = {
+    "--L": "integers >= 1", "--beta": "(0, inf)", "--noise": "[0, inf)",
+    "--kappa0": "(0, inf)", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
+    "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "(0, inf)",
+    "--lam": "[0, inf)", "--alpha": "(0, inf)", "--d": "integers >= 2",
+    "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
+}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
+    """Rewrite a spec ValueError as 'argument --flag: <message> [(allowed range ...)]'."""
+    msg = _one_line(str(exc))
+    flag = flags.get(msg.split(" ", 1)[0])
+    if flag is None:
+        return CLIError(msg)
+    if flag in _RANGES and not any(t in msg for t in ("range", ">=", "lie in", "one of")):
+        msg += f" (allowed range {_RANGES[flag]})"
+    return CLIError(f"argument {flag}: {msg}")
+
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {_one_line(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _not_available(channel: str, exc: Exception) -> int:
+    if channel != "linear":
+        return _error(f"channel {channel!r} is not yet available (linear only; see issue 3)")
+    return _error(str(exc))
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        import shutil
+
+        width = min(100, shutil.get_terminal_size((92, 24)).columns - 2)
+        super().__init__(prog, max_help_position=30, width=max(width, 60))
+
+
+def _problem_parent() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("problem (task, target, learner, sample ratio)")
+    g.add_argument("--channel", choices=("linear", "softmax", "seq2lab"), default="linear",
+                   help="output function g of h: linear y_ab = h_ab(S0), a <= b (K = L(L+1)/2 "
+                        "outputs); softmax: seq2seq y = softmax_rows(beta h(S0)) (L^2 outputs); "
+                        "seq2lab: y = (1/L) Tr softmax_rows(beta h(S0)) (1 output). "
+                        "Only linear is implemented so far (default: linear)")
+    g.add_argument("--L", type=int, default=1, metavar="L",
+                   help="tokens per sample; L = 1 with the linear channel is the quadratic "
+                        "network (default: 1)")
+    g.add_argument("--beta", type=float, default=1.0, metavar="BETA",
+                   help="softmax inverse temperature beta, softmax/seq2lab only (default: 1)")
+    g.add_argument("--alpha", type=float, default=0.5, metavar="ALPHA",
+                   help="sample ratio alpha = n/d^2 (default: 0.5)")
+    g.add_argument("--kappa", type=float, default=1.0, metavar="KAPPA",
+                   help="learner width kappa = p/d, W in R^{p x d}; kappa < 1 caps rank(S) "
+                        "at p (default: 1)")
+    g.add_argument("--lam", type=float, default=0.1, metavar="LAM",
+                   help="regularisation lam in R = sum_mu 1/2||y_mu - yhat_mu||^2 + lam d Tr S "
+                        "(weight decay (lam/sqrt kappa)||W||_F^2; lam = lt/2 in the "
+                        "(1/d^2) sum (yhat-y)^2 + lt Tr S/d convention); elementwise learner: "
+                        "lam d ||S||_F^2/2 (default: 0.1)")
+    g.add_argument("--noise", type=float, default=0.0, metavar="DELTA",
+                   help="label-noise variance Delta, added to every output entry "
+                        "(default: 0)")
+    g.add_argument("--noise-at", choices=("output", "logit"), default="output",
+                   help="where the noise enters: on the outputs or on the pre-activations h "
+                        "(identical for the linear channel) (default: output)")
+    g.add_argument("--target", choices=("wishart", "powerlaw"), default="wishart",
+                   help="target S0: wishart S0 = W0^T W0/sqrt(p0 d), W0 in R^{p0 x d} "
+                        "i.i.d. N(0,1); powerlaw S0 = O diag(s) O^T, s_k = c k^-gamma for "
+                        "k <= p0, O Haar (default: wishart)")
+    g.add_argument("--kappa0", type=float, default=None, metavar="KAPPA0",
+                   help="Wishart target width kappa0 = p0/d; Q0 = Tr(S0^2)/d = 1 + kappa0 "
+                        "(default: 0.5)")
+    g.add_argument("--gamma", type=float, default=None, metavar="GAMMA",
+                   help="power-law exponent gamma, s_k ~ k^-gamma (default: 1)")
+    g.add_argument("--p0", type=int, default=None, metavar="P0",
+                   help="power-law target rank p0 <= target-d (default: target-d, full rank)")
+    g.add_argument("--Q0", type=float, default=None, metavar="Q0",
+                   help="power-law normalisation Q0 = Tr(S0^2)/d (default: 1)")
+    g.add_argument("--target-d", type=int, default=None, metavar="D0",
+                   help="dimension at which the power-law spectrum is tabulated for the "
+                        "deterministic equivalent (default: 400)")
+    g.add_argument("--learner", choices=("factorised", "elementwise"), default="factorised",
+                   help="factorised: S = W^T W/sqrt(p d), PSD, nuclear-norm penalty lam d Tr S; "
+                        "elementwise: S symmetric, unconstrained, penalty lam d ||S||_F^2/2, "
+                        "kappa ignored (default: factorised)")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``amp-attention`` (exposed for documentation and tests)."""
+    parser = argparse.ArgumentParser(prog=PROG, description=TOP_DESCRIPTION,
+                                     formatter_class=_Formatter)
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,quickstart}", required=True)
+    problem = _problem_parent()
+
+    se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
+                        help="state-evolution fixed point of one problem",
+                        description=SE_DESCRIPTION)
+    g = se.add_argument_group("solver")
+    g.add_argument("--method", choices=("anderson", "damped"), default="anderson",
+                   help="fixed-point iteration: Anderson acceleration or damped Picard "
+                        "(default: anderson)")
+    g.add_argument("--tol", type=float, default=1e-10,
+                   help="relative residual at which the fixed point is accepted (default: 1e-10)")
+    g.add_argument("--max-iter", type=int, default=500,
+                   help="maximum fixed-point iterations (default: 500)")
+    g.add_argument("--damping", type=float, default=1.0,
+                   help="damping in (0, 1]: x <- (1-damping) x + damping T(x); lower it if the "
+                        "iteration diverges (default: 1)")
+    g.add_argument("--start", choices=("informative", "uninformative", "both"), default="both",
+                   help="initialisation: informative (Shat ~ S0), uninformative, or both "
+                        "(report the lower-loss fixed point, flag metastability) (default: both)")
+    g = se.add_argument_group("output")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {params, <every result field>} instead of a table")
+    g.add_argument("--spectrum", metavar="FILE", default=None,
+                   help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
+                        "sigma, density_W; header comment with params and atom masses) and a "
+                        "plot to FILE with suffix .png")
+    se.set_defaults(func=cmd_se)
+
+    erm = sub.add_parser("erm", parents=[problem], formatter_class=_Formatter,
+                         help="direct ERM at finite d over seeds (mean +- stderr)",
+                         description=ERM_DESCRIPTION)
+    g = erm.add_argument_group("finite-d run")
+    g.add_argument("--d", type=int, default=64, help="token dimension d (default: 64)")
+    seeds = g.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                       help="explicit list of seeds (one data set each)")
+    seeds.add_argument("--n-seeds", type=int, default=None,
+                       help="number of seeds seed0, seed0+1, ... (default: 4)")
+    g.add_argument("--seed0", type=int, default=0, help="first seed with --n-seeds (default: 0)")
+    g.add_argument("--tol", type=float, default=1e-9,
+                   help="relative fixed-point residual of the optimiser (default: 1e-9)")
+    g.add_argument("--max-iter", type=int, default=20000,
+                   help="maximum optimiser iterations per seed (default: 20000)")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {params, mean, stderr, per_seed, all_converged}")
+    erm.set_defaults(func=cmd_erm)
+
+    qs = sub.add_parser("quickstart", formatter_class=_Formatter,
+                        help="SE curve over alpha with ERM overlay -> CSV/JSON/PNG",
+                        description=QUICKSTART_DESCRIPTION)
+    qs.add_argument("--out", default="amp-attention-quickstart", metavar="DIR",
+                    help="output directory, created if needed "
+                         "(default: ./amp-attention-quickstart)")
+    qs.add_argument("--no-erm", action="store_true", help="skip the finite-d ERM overlay")
+    qs.set_defaults(func=cmd_quickstart)
+    return parser
+
+
+# --------------------------------------------------------------------------- problem
+
+
+def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
+    """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
+    try:
+        task = Task(channel=args.channel, L=args.L, beta=args.beta, noise=args.noise,
+                    noise_at=args.noise_at)
+    except ValueError as exc:
+        raise _flag_error(exc, _TASK_FLAGS) from None
+    if args.target == "wishart":
+        for flag, value in (("--gamma", args.gamma), ("--p0", args.p0), ("--Q0", args.Q0),
+                            ("--target-d", args.target_d)):
+            if value is not None:
+                raise CLIError(f"argument {flag}: applies only to --target powerlaw "
+                               "(got --target wishart)")
+        try:
+            target = WishartTarget(kappa0=0.5 if args.kappa0 is None else args.kappa0)
+        except ValueError as exc:
+            raise _flag_error(exc, _WISHART_FLAGS) from None
+    else:
+        if args.kappa0 is not None:
+            raise CLIError("argument --kappa0: applies only to --target wishart "
+                           "(got --target powerlaw)")
+        try:
+            target = PowerLawTarget(
+                gamma=1.0 if args.gamma is None else args.gamma,
+                d=400 if args.target_d is None else args.target_d,
+                p0=args.p0,
+                Q0=1.0 if args.Q0 is None else args.Q0,
+            )
+        except ValueError as exc:
+            raise _flag_error(exc, _POWERLAW_FLAGS) from None
+    try:
+        learner = Learner(kappa=args.kappa, lam=args.lam, parameterisation=args.learner)
+    except ValueError as exc:
+        raise _flag_error(exc, _LEARNER_FLAGS) from None
+    try:
+        return Problem(task, target, learner, alpha=args.alpha if alpha is None else alpha)
+    except ValueError as exc:
+        raise _flag_error(exc, _PROBLEM_FLAGS) from None
+
+
+def _check_positive_finite(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise CLIError(f"argument {flag}: must be > 0 and finite (allowed range "
+                       f"{_RANGES[flag]}), got {value!r}")
+
+
+def _check_min_int(flag: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise CLIError(f"argument {flag}: must be an integer >= {minimum}, got {value!r}")
+
+
+# --------------------------------------------------------------------------- output helpers
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-safe copy: numpy scalars -> Python, tuples -> lists, NaN/inf -> None."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_plain(v) for v in obj.tolist()]
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    return obj
+
+
+def _dumps(obj: Any, **kw: Any) -> str:
+    return json.dumps(_plain(obj), allow_nan=False, **kw)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.10g}"
+    if v is None:
+        return "-"
+    return str(v)
+
+
+def _target_text(t: dict) -> str:
+    rest = ", ".join(f"{k}={_fmt(v)}" for k, v in t.items() if k != "kind" and v is not None)
+    return f"{t['kind']} ({rest})"
+
+
+def _print_params(params: dict, out=None) -> None:
+    out = out or sys.stdout
+    print("parameters", file=out)
+    for k, v in params.items():
+        text = _target_text(v) if k == "target" and isinstance(v, dict) else _fmt(v)
+        print(f"  {k:<18} {text}", file=out)
+
+
+def _progress(iterable, **kw):
+    """A tqdm bar on stderr, shown only when stderr is a terminal."""
+    from tqdm import tqdm
+
+    return tqdm(iterable, file=sys.stderr, disable=None, leave=False, dynamic_ncols=True, **kw)
+
+
+def _prepare_path(path: Path) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot create directory {str(path.parent)!r}: {exc.strerror}") from None
+    return path
+
+
+# --------------------------------------------------------------------------- se
+
+
+def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
+    return {**problem.to_dict(), "method": args.method, "tol": args.tol,
+            "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
+
+
+def cmd_se(args: argparse.Namespace) -> int:
+    """``amp-attention se``: one SE fixed point; table or JSON; optional spectrum files."""
+    problem = problem_from_args(args)
+    _check_positive_finite("--tol", args.tol)
+    _check_min_int("--max-iter", args.max_iter, 1)
+    if not (math.isfinite(args.damping) and 0.0 < args.damping <= 1.0):
+        raise CLIError(f"argument --damping: must lie in (0, 1], got {args.damping!r}")
+    spectrum_path = Path(args.spectrum) if args.spectrum else None
+    if spectrum_path is not None:
+        _prepare_path(spectrum_path)
+
+    from solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
+
+    try:
+        result = solve_state_evolution(problem, method=args.method, tol=args.tol,
+                                       max_iter=args.max_iter, damping=args.damping,
+                                       start=args.start, spectrum=spectrum_path is not None)
+    except NotImplementedError as exc:
+        return _not_available(problem.task.channel, exc)
+
+    params = _se_params(problem, args)
+    if spectrum_path is not None:
+        params["spectrum"] = str(spectrum_path)
+    fields = result.to_dict()
+    info = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(_dumps({"params": params, **fields}))
+    else:
+        _print_se_table(params, fields)
+    if spectrum_path is not None and result.spectrum is not None:
+        png = write_spectrum(spectrum_path, result.spectrum, params)
+        print(f"{PROG}: wrote {spectrum_path} and {png}", file=info)
+    if not result.converged:
+        print(f"{PROG}: state evolution did not converge (status: {_one_line(result.status)}; "
+              f"residual {result.residual:.3g} after {result.iterations} iterations); the "
+              "values above are the last iterate, not a fixed point", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+def _print_se_table(params: dict, fields: dict) -> None:
+    _print_params(params)
+    print("state evolution (d -> infinity)")
+    for k, v in fields.items():
+        if k == "alternative":
+            continue
+        print(f"  {k:<18} {_fmt(v):<22} {SE_FIELD_HELP.get(k, '')}")
+    alt = fields.get("alternative")
+    if alt:
+        print(f"  alternative        other start ({alt.get('start')}): "
+              + ", ".join(f"{k}={_fmt(v)}" for k, v in alt.items() if k != "start"))
+    else:
+        print("  alternative        -")
+
+
+def write_spectrum(path: Path, spec, params: dict) -> Path:
+    """CSV ``x,density_S,sigma,density_W`` plus a PNG with the same stem; returns the PNG path.
+
+    The first line is a comment (``#``) recording the parameters (JSON) and the
+    atom masses at 0; the densities are the continuous parts, so each integrates
+    to 1 minus its atom. sigma/density_W are empty for the elementwise learner.
+    """
+    from . import plotting
+
+    x = np.asarray(spec.eigenvalues, dtype=float)
+    rho = np.asarray(spec.density_S, dtype=float)
+    has_w = spec.singular_values is not None and spec.density_W is not None
+    sig = np.asarray(spec.singular_values, dtype=float) if has_w else None
+    rho_w = np.asarray(spec.density_W, dtype=float) if has_w else None
+    atom_w = "none" if spec.atom_at_zero_W is None else f"{spec.atom_at_zero_W:.12g}"
+    try:
+        with open(path, "w", newline="") as fh:
+            fh.write(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
+                     f"atom_at_zero_W={atom_w}; densities are the continuous parts "
+                     f"(integral = 1 - atom); params={_dumps(params)}\n")
+            w = csv.writer(fh)
+            w.writerow(["x", "density_S", "sigma", "density_W"])
+            for i in range(x.size):
+                w.writerow([f"{x[i]:.12g}", f"{rho[i]:.12g}",
+                            f"{sig[i]:.12g}" if has_w else "",
+                            f"{rho_w[i]:.12g}" if has_w else ""])
+    except OSError as exc:
+        raise CLIError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    png = path.with_suffix(".png")
+    title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
+             f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")
+    plotting.plot_spectrum(x, rho, spec.atom_at_zero, png, sigma=sig, density_W=rho_w,
+                           atom_W=spec.atom_at_zero_W, title=title)
+    return png
+
+
+# --------------------------------------------------------------------------- erm
+
+
+def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
+            progress_desc: str = "ERM seeds") -> dict[str, Any]:
+    """Direct ERM on each seed with a progress bar; the statistics of ``erm_statistics``.
+
+    Same output as :func:`amp_attention.training.erm_statistics` (mean and
+    stderr = std(ddof=1)/sqrt(#seeds) of ``STAT_FIELDS``), computed seed by seed
+    so that the bar can advance. Non-convergence warnings are collected into
+    ``all_converged``/``not_converged`` instead of being printed.
+    """
+    from .training import STAT_FIELDS, direct_erm
+
+    results = []
+    bar = _progress(list(seeds), desc=progress_desc, unit="seed")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for s in bar:
+                results.append(direct_erm(problem, d, s, tol=tol, max_iter=max_iter,
+                                          keep_matrix=False))
+    finally:
+        bar.close()
+    k = len(results)
+    mean, stderr = {}, {}
+    for name in STAT_FIELDS:
+        v = np.array([float(getattr(r, name)) for r in results])
+        mean[name] = float(np.mean(v))
+        stderr[name] = float(np.std(v, ddof=1) / math.sqrt(k)) if k > 1 else 0.0
+    bad = [r.seed for r in results if not r.converged]
+    return {"d": d, "n": results[0].n, "seeds": list(seeds), "mean": mean, "stderr": stderr,
+            "all_converged": not bad, "not_converged": bad, "results": results}
+
+
+def cmd_erm(args: argparse.Namespace) -> int:
+    """``amp-attention erm``: direct ERM over seeds; mean and standard error of each field."""
+    from .data import check_dimension, check_seed
+
+    problem = problem_from_args(args)
+    try:
+        d = check_dimension(args.d)
+    except ValueError as exc:
+        raise _flag_error(exc, {"d": "--d"}) from None
+    if args.seeds is not None:
+        seeds = list(args.seeds)
+        flag = "--seeds"
+    else:
+        n_seeds = 4 if args.n_seeds is None else args.n_seeds
+        _check_min_int("--n-seeds", n_seeds, 1)
+        seeds = list(range(args.seed0, args.seed0 + n_seeds))
+        flag = "--seed0"
+    for s in seeds:
+        try:
+            check_seed(s)
+        except ValueError as exc:
+            raise CLIError(f"argument {flag}: {_one_line(str(exc))}") from None
+    _check_positive_finite("--tol", args.tol)
+    _check_min_int("--max-iter", args.max_iter, 1)
+
+    try:
+        stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter)
+    except NotImplementedError as exc:
+        return _not_available(problem.task.channel, exc)
+
+    params = {**problem.to_dict(), "d": d, "n": stats["n"], "seeds": seeds, "tol": args.tol,
+              "max_iter": args.max_iter}
+    per_seed = [r.to_dict() for r in stats["results"]]
+    if args.json:
+        print(_dumps({"params": params, "mean": stats["mean"], "stderr": stats["stderr"],
+                      "per_seed": per_seed, "all_converged": stats["all_converged"]}))
+    else:
+        _print_params(params)
+        print(f"direct ERM at d = {d}, n = {stats['n']}, {len(seeds)} seed(s)")
+        print(f"  {'field':<16} {'mean':>16} {'stderr':>14}")
+        for k in stats["mean"]:
+            print(f"  {k:<16} {stats['mean'][k]:>16.8g} {stats['stderr'][k]:>14.4g}")
+        print(f"  all_converged    {_fmt(stats['all_converged'])}")
+    if not stats["all_converged"]:
+        print(f"{PROG}: direct ERM did not converge for seed(s) {stats['not_converged']} "
+              f"(residual above --tol {args.tol:g} after --max-iter {args.max_iter}); "
+              "their values are included above", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- quickstart
+
+QUICKSTART = {
+    "channel": "linear", "L": 1, "kappa0": 0.5, "kappa": 1.0, "lam": 0.1, "noise": 0.5,
+    "alphas": [float(a) for a in np.linspace(0.1, 1.5, 12)],
+    "erm_d": 48, "erm_seeds": [0, 1], "erm_alpha_index": [2, 5, 8, 11],
+    "tol": 1e-10, "max_iter": 500, "erm_tol": 1e-9, "erm_max_iter": 20000,
+}
+_QS_COLUMNS = ("train_error", "test_error", "matrix_mse")
+
+
+def cmd_quickstart(args: argparse.Namespace) -> int:
+    """``amp-attention quickstart``: SE curve + ERM overlay on the built-in defaults."""
+    from solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
+
+    from . import plotting
+
+    c = QUICKSTART
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"argument --out: cannot create directory {str(out)!r}: "
+                       f"{exc.strerror}") from None
+
+    def problem(alpha: float) -> Problem:
+        return Problem(Task(c["channel"], L=c["L"], noise=c["noise"]),
+                       WishartTarget(c["kappa0"]), Learner(c["kappa"], c["lam"]), alpha=alpha)
+
+    alphas = c["alphas"]
+    se_rows = []
+    for a in _progress(alphas, desc="state evolution", unit="alpha"):
+        r = solve_state_evolution(problem(a), tol=c["tol"], max_iter=c["max_iter"])
+        se_rows.append({"alpha": a, **r.to_dict()})
+
+    print("state evolution: linear channel, L = 1, Wishart target kappa0 = 0.5, "
+          "kappa = 1, lam = 0.1, Delta = 0.5")
+    print(f"  {'alpha':>7} {'train_error':>12} {'test_error':>12} {'matrix_mse':>12} "
+          f"{'rank_fraction':>14} {'converged':>10}")
+    for row in se_rows:
+        print(f"  {row['alpha']:>7.4f} {row['train_error']:>12.6f} {row['test_error']:>12.6f} "
+              f"{row['matrix_mse']:>12.6f} {row['rank_fraction']:>14.6f} "
+              f"{_fmt(row['converged']):>10}")
+
+    erm_rows: list[dict] = []
+    if not args.no_erm:
+        erm_alphas = [alphas[i] for i in c["erm_alpha_index"]]
+        pairs = [(a, s) for a in erm_alphas for s in c["erm_seeds"]]
+        from .training import STAT_FIELDS, direct_erm
+
+        per: dict[float, list] = {a: [] for a in erm_alphas}
+        bar = _progress(pairs, desc=f"direct ERM d={c['erm_d']}", unit="run")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                for a, s in bar:
+                    per[a].append(direct_erm(problem(a), c["erm_d"], s, tol=c["erm_tol"],
+                                             max_iter=c["erm_max_iter"], keep_matrix=False))
+        finally:
+            bar.close()
+        for a in erm_alphas:
+            res = per[a]
+            k = len(res)
+            mean = {f: float(np.mean([getattr(r, f) for r in res])) for f in STAT_FIELDS}
+            stderr = {f: (float(np.std([getattr(r, f) for r in res], ddof=1) / math.sqrt(k))
+                          if k > 1 else 0.0) for f in STAT_FIELDS}
+            erm_rows.append({"alpha": a, "d": c["erm_d"], "n": res[0].n,
+                             "seeds": list(c["erm_seeds"]), "mean": mean, "stderr": stderr,
+                             "per_seed": [r.to_dict() for r in res],
+                             "all_converged": all(r.converged for r in res)})
+        print(f"direct ERM at d = {c['erm_d']}, seeds {c['erm_seeds']} (mean +- stderr)")
+        print(f"  {'alpha':>7} {'train_error':>20} {'test_error':>20} {'matrix_mse':>20} "
+              f"{'converged':>10}")
+        for row in erm_rows:
+            cells = " ".join(f"{row['mean'][f]:>10.5f}+-{row['stderr'][f]:<8.5f}"
+                             for f in _QS_COLUMNS)
+            print(f"  {row['alpha']:>7.4f} {cells} {_fmt(row['all_converged']):>10}")
+
+    base = problem(alphas[0]).to_dict()
+    base["alpha"] = alphas
+    params = {
+        "problem": base,
+        "solver": {"method": "anderson", "tol": c["tol"], "max_iter": c["max_iter"],
+                   "damping": 1.0, "start": "both"},
+        "erm": None if args.no_erm else {
+            "d": c["erm_d"], "seeds": c["erm_seeds"],
+            "alphas": [alphas[i] for i in c["erm_alpha_index"]],
+            "tol": c["erm_tol"], "max_iter": c["erm_max_iter"]},
+    }
+    csv_path, json_path, png_path = (out / "quickstart.csv", out / "quickstart.json",
+                                     out / "quickstart.png")
+    try:
+        _write_quickstart_csv(csv_path, se_rows, erm_rows)
+        json_path.write_text(_dumps({"params": params, "se": se_rows, "erm": erm_rows},
+                                    indent=1) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write to {str(out)!r}: {exc.strerror}") from None
+    erm_plot = None
+    if erm_rows:
+        erm_plot = {"alpha": [r["alpha"] for r in erm_rows],
+                    "mean": {f: [r["mean"][f] for r in erm_rows] for f in _QS_COLUMNS},
+                    "stderr": {f: [r["stderr"][f] for r in erm_rows] for f in _QS_COLUMNS},
+                    "label": f"direct ERM, d = {c['erm_d']} ({len(c['erm_seeds'])} seeds)"}
+    plotting.plot_se_curve(
+        alphas, {f: [r[f] for r in se_rows] for f in _QS_COLUMNS}, png_path,
+        fields=("test_error", "train_error", "matrix_mse"), erm=erm_plot,
+        converged=[r["converged"] for r in se_rows],
+        title="linear channel, L = 1, Wishart kappa0 = 0.5, kappa = 1, lam = 0.1, Delta = 0.5")
+    print(f"wrote {csv_path}, {json_path} and {png_path}")
+
+    bad_se = [r["alpha"] for r in se_rows if not r["converged"]]
+    bad_erm = [r["alpha"] for r in erm_rows if not r["all_converged"]]
+    if bad_se or bad_erm:
+        what = []
+        if bad_se:
+            what.append("state evolution at alpha " + ", ".join(f"{a:.4g}" for a in bad_se))
+        if bad_erm:
+            what.append("direct ERM at alpha " + ", ".join(f"{a:.4g}" for a in bad_erm))
+        print(f"{PROG}: not converged: {'; '.join(what)}", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict]) -> None:
+    from solvers.state_evolution import RESULT_FIELDS
+
+    erm_by_alpha = {r["alpha"]: r for r in erm_rows}
+    erm_cols = [f"erm_{f}_{s}" for f in _QS_COLUMNS for s in ("mean", "stderr")]
+    header = ["alpha", *RESULT_FIELDS, "status", *erm_cols, "erm_all_converged"]
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(header)
+        for row in se_rows:
+            e = erm_by_alpha.get(row["alpha"])
+            cells = [_fmt(row["alpha"])] + [_fmt(row[f]) for f in RESULT_FIELDS]
+            cells.append(row["status"])
+            for f in _QS_COLUMNS:
+                for s in ("mean", "stderr"):
+                    cells.append(_fmt(e[s][f]) if e else "")
+            cells.append(_fmt(e["all_converged"]) if e else "")
+            w.writerow(cells)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and argparse usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    try:
+        return int(args.func(args))
+    except CLIError as exc:
+        return _error(str(exc))
+    except ValueError as exc:  # any other validation error of the core
+        return _error(str(exc))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,120 @@
+"""Free convolution with a semicircle (issue 2, item 3; acceptance: spectral functionals)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from amp_attention.freeprob import SemicircleFreeConvolution
+from amp_attention.targets import DiscreteMeasure, MarchenkoPasturMeasure
+
+CASES = [(k0, mh, qh) for k0 in (0.2, 0.5, 1.0, 2.0) for mh, qh in ((1.3, 1e-3), (0.7, 0.1), (2.0, 1.0), (1.0, 5.0))]
+
+
+def _moments(law):
+    vals, err, _ = law.integrate(lambda r: np.vstack([np.ones_like(r.x), r.x, r.x**2]))
+    return vals, err
+
+
+@pytest.mark.parametrize("kappa0, mh, qh", CASES)
+def test_wishart_density_has_unit_mass_and_exact_moments(kappa0, mh, qh):
+    nu = MarchenkoPasturMeasure(1 / kappa0, math.sqrt(kappa0)).scaled(mh)
+    law = SemicircleFreeConvolution(nu, qh)
+    (mass, m1, m2), err = _moments(law)
+    # Free convolution with sc(qh): mean unchanged, variance adds qh.
+    assert abs(mass - 1) < 1e-10
+    assert abs(m1 - nu.moment(1)) < 1e-9
+    assert abs(m2 - (nu.moment(2) + qh)) < 1e-9 * (1 + m2)
+    assert err < 1e-9
+
+
+def test_discrete_measure_density_has_unit_mass_and_exact_moments():
+    rng = np.random.default_rng(1)
+    pts = np.concatenate([np.zeros(20), rng.gamma(2.0, 0.5, 60), [6.0, 9.0]])
+    nu = DiscreteMeasure(pts)
+    for qh in (0.05, 0.5, 3.0):
+        law = SemicircleFreeConvolution(nu, qh)
+        (mass, m1, m2), _ = _moments(law)
+        assert abs(mass - 1) < 1e-9
+        assert abs(m1 - nu.moment(1)) < 1e-9
+        assert abs(m2 - nu.moment(2) - qh) < 1e-8
+
+
+@pytest.mark.parametrize("qh", [0.01, 1.0, 7.0])
+def test_zero_target_gives_the_semicircle(qh):
+    law = SemicircleFreeConvolution(DiscreteMeasure([0.0]), qh)
+    r = 2 * math.sqrt(qh)
+    assert law.edges.shape == (1, 2)
+    assert np.allclose(law.edges[0], [-r, r], rtol=1e-12, atol=1e-12)
+    x = np.linspace(-0.99 * r, 0.99 * r, 41)
+    expected = np.sqrt(4 * qh - x**2) / (2 * math.pi * qh)
+    assert np.allclose(law.density(x), expected, rtol=1e-9, atol=1e-12)
+    # Re g of the semicircle on its support: x / (2 qh).
+    assert np.allclose(law.stieltjes_real(x).real, x / (2 * qh), rtol=1e-9, atol=1e-12)
+
+
+def test_small_qh_recovers_the_target_spectrum():
+    nu = MarchenkoPasturMeasure(1 / 0.7, math.sqrt(0.7))
+    law = SemicircleFreeConvolution(nu, 1e-7)
+    lo, hi = nu.singular_components()[-1]
+    # Edges of the bulk move by O(qh^(2/3)); the atom at 0 becomes a tiny semicircle.
+    assert abs(law.edges[-1, 0] - lo) < 1e-3 and abs(law.edges[-1, 1] - hi) < 1e-3
+    assert abs(law.mass_above(0.5 * lo) - 0.7) < 1e-9
+    x = np.linspace(lo + 0.05 * (hi - lo), hi - 0.05 * (hi - lo), 15)
+    assert np.allclose(law.density(x), nu.density(x), rtol=1e-4)
+
+
+def _cubic_stieltjes(kappa0, mh, qh, x):
+    """g_B(x + i0) from the cubic that subordination + the MP quadratic give:
+    -c a qh g^3 + (c a z + qh) g^2 - (z - a + c a) g + 1 = 0, a = mh sqrt(kappa0)."""
+    c, a = 1 / kappa0, mh * math.sqrt(kappa0)
+    out = []
+    for z in x:
+        roots = np.roots([-c * a * qh, c * a * z + qh, -(z - a + c * a), 1.0])
+        cplx = roots[np.abs(roots.imag) > 1e-12]
+        out.append(cplx[np.argmin(cplx.imag)] if cplx.size else np.nan)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("kappa0, mh, qh", [(0.5, 1.2, 0.3), (1.0, 0.8, 1.0), (2.0, 1.5, 0.2), (0.2, 2.0, 0.05)])
+def test_density_and_re_g_match_the_independent_cubic(kappa0, mh, qh):
+    nu = MarchenkoPasturMeasure(1 / kappa0, math.sqrt(kappa0)).scaled(mh)
+    law = SemicircleFreeConvolution(nu, qh)
+    xs = np.concatenate([np.linspace(a + 1e-3 * (b - a), b - 1e-3 * (b - a), 25) for a, b in law.edges])
+    g_cubic = _cubic_stieltjes(kappa0, mh, qh, xs)
+    g_ours = law.stieltjes_real(xs)
+    assert np.all(np.isfinite(g_cubic))
+    assert np.allclose(g_ours, g_cubic, rtol=1e-8, atol=1e-10)
+    # Outside the support the cubic has three real roots and our density is zero.
+    outside = np.array([law.edges[0, 0] - 0.1, law.edges[-1, 1] + 0.1])
+    assert np.all(law.density(outside) == 0)
+
+
+def test_off_axis_newton_agrees_with_the_real_axis_parametrisation():
+    nu = MarchenkoPasturMeasure(2.0, math.sqrt(0.5)).scaled(1.1)
+    law = SemicircleFreeConvolution(nu, 0.4)
+    x = np.linspace(law.edges[0, 0] + 0.01, law.edges[-1, 1] - 0.01, 30)
+    g_axis = law.stieltjes_real(x)
+    g_near = law.stieltjes(x + 1e-9j)
+    assert np.allclose(g_near, g_axis, atol=1e-6)
+    # Far from the axis g ~ 1/z.
+    z = np.array([50 + 50j])
+    assert abs(law.stieltjes(z)[0] * z[0] - 1) < 0.05
+
+
+def test_density_matches_sampled_random_matrices():
+    """Kolmogorov distance between eigenvalues of mh S0 + sqrt(qh) Z at d = 1200
+    and the predicted CDF: fluctuations of eigenvalue counts are O(log d / d)."""
+    rng = np.random.default_rng(7)
+    d, kappa0, mh, qh = 1200, 0.5, 1.3, 0.4
+    p0 = int(kappa0 * d)
+    W0 = rng.standard_normal((p0, d))
+    S0 = W0.T @ W0 / math.sqrt(p0 * d)
+    G = rng.standard_normal((d, d))
+    Z = (G + G.T) / math.sqrt(2 * d)
+    ev = np.sort(np.linalg.eigvalsh(mh * S0 + math.sqrt(qh) * Z))
+    law = SemicircleFreeConvolution(MarchenkoPasturMeasure(1 / kappa0, math.sqrt(kappa0)).scaled(mh), qh)
+    probes = np.quantile(ev, np.linspace(0.02, 0.98, 25))
+    cdf = np.array([1 - law.mass_above(x) for x in probes])
+    emp = np.searchsorted(ev, probes, side="right") / d
+    assert np.max(np.abs(cdf - emp)) < 0.01
