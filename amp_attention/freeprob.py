@@ -222,6 +222,13 @@ class SemicircleFreeConvolution:
         (phi <= 1/t for a probability measure).
         """
         u = np.asarray(u, dtype=float)
+        kernel = getattr(self.nu, "solve_v", None)
+        if kernel is not None:
+            return np.asarray(kernel(u.ravel(), self.qh)).reshape(u.shape)
+        return self._solve_v_python(u, max_iter)
+
+    def _solve_v_python(self, u: np.ndarray, max_iter: int = 200) -> np.ndarray:
+        """Vectorised NumPy version of the v(u) solve, for measures without a kernel."""
         qh = self.qh
         lo = np.zeros_like(u)
         hi = np.full_like(u, qh)

@@ -147,6 +147,12 @@ class MarchenkoPasturMeasure(SpectralMeasure):
             return self.scale**2 * (1.0 + self.c)
         raise ValueError("only moments k = 1, 2 are available")
 
+    def solve_v(self, u: np.ndarray, qh: float) -> np.ndarray:
+        """Subordination height v(u) (compiled kernel; see freeprob.solve_v)."""
+        from ._subordination_kernels import solve_v_mp
+
+        return solve_v_mp(np.ascontiguousarray(u, dtype=float), float(qh), self.c, self.scale)
+
     def scaled(self, a: float) -> "MarchenkoPasturMeasure":
         return MarchenkoPasturMeasure(self.c, self.scale * a)
 
@@ -243,6 +249,12 @@ class DiscreteMeasure(SpectralMeasure):
         levels = (np.arange(d) + 0.5) / d
         idx = np.minimum(np.searchsorted(cdf / cdf[-1], levels, side="left"), self.points.size - 1)
         return self.points[idx]
+
+    def solve_v(self, u: np.ndarray, qh: float) -> np.ndarray:
+        """Subordination height v(u) (compiled kernel; see freeprob.solve_v)."""
+        from ._subordination_kernels import solve_v_discrete
+
+        return solve_v_discrete(np.ascontiguousarray(u, dtype=float), float(qh), self.points, self.weights)
 
     def scaled(self, a: float) -> "DiscreteMeasure":
         return DiscreteMeasure(self.points * a, self.weights)
