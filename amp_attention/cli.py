@@ -22,14 +22,16 @@ import argparse
 import csv
 import json
 import math
+import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import numpy as np
-
-from .spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+# numpy (and everything that imports it) is imported lazily: `--help` and argument
+# errors answer without paying for the scientific stack.
+if TYPE_CHECKING:
+    from .spec import Problem
 
 PROG = "amp-attention"
 
@@ -278,6 +280,10 @@ def build_parser() -> argparse.ArgumentParser:
     seeds.add_argument("--n-seeds", type=int, default=None,
                        help="number of seeds seed0, seed0+1, ... (default: 4)")
     g.add_argument("--seed0", type=int, default=0, help="first seed with --n-seeds (default: 0)")
+    g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="sampled",
+                   help="sampled: S0 = W0^T W0/sqrt(p0 d) with Gaussian W0 (as specified); "
+                        "quantile: Haar-rotated Marchenko-Pastur quantiles (same d -> inf "
+                        "limit, far smaller seed-to-seed spread; for theory checks)")
     g.add_argument("--tol", type=float, default=1e-9,
                    help="relative fixed-point residual of the optimiser (default: 1e-9)")
     g.add_argument("--max-iter", type=int, default=20000,
@@ -302,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
     """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
+    from .spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+
     try:
         task = Task(channel=args.channel, L=args.L, beta=args.beta, noise=args.noise,
                     noise_at=args.noise_at)
@@ -356,6 +364,8 @@ def _check_min_int(flag: str, value: int, minimum: int) -> None:
 
 def _plain(obj: Any) -> Any:
     """JSON-safe copy: numpy scalars -> Python, tuples -> lists, NaN/inf -> None."""
+    import numpy as np
+
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -377,6 +387,8 @@ def _dumps(obj: Any, **kw: Any) -> str:
 
 
 def _fmt(v: Any) -> str:
+    import numpy as np
+
     if isinstance(v, (bool, np.bool_)):
         return "true" if v else "false"
     if isinstance(v, (int, np.integer)):
@@ -486,6 +498,8 @@ def write_spectrum(path: Path, spec, params: dict) -> Path:
     atom masses at 0; the densities are the continuous parts, so each integrates
     to 1 minus its atom. sigma/density_W are empty for the elementwise learner.
     """
+    import numpy as np
+
     from . import plotting
 
     x = np.asarray(spec.eigenvalues, dtype=float)
@@ -519,35 +533,28 @@ def write_spectrum(path: Path, spec, params: dict) -> Path:
 
 
 def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
-            progress_desc: str = "ERM seeds") -> dict[str, Any]:
-    """Direct ERM on each seed with a progress bar; the statistics of ``erm_statistics``.
+            target_spectrum: str = "sampled", progress_desc: str = "ERM seeds") -> dict[str, Any]:
+    """:func:`amp_attention.training.erm_statistics` with a progress bar over seeds.
 
-    Same output as :func:`amp_attention.training.erm_statistics` (mean and
-    stderr = std(ddof=1)/sqrt(#seeds) of ``STAT_FIELDS``), computed seed by seed
-    so that the bar can advance. Non-convergence warnings are collected into
-    ``all_converged``/``not_converged`` instead of being printed.
+    Non-convergence warnings are not printed: ``all_converged`` and
+    ``not_converged`` report them (and the command's exit code).
     """
-    from .training import STAT_FIELDS, direct_erm
+    from .training import erm_statistics
 
-    results = []
-    bar = _progress(list(seeds), desc=progress_desc, unit="seed")
+    bars = []
+
+    def wrap(items):
+        bars.append(_progress(items, desc=progress_desc, unit="seed"))
+        return bars[-1]
+
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            for s in bar:
-                results.append(direct_erm(problem, d, s, tol=tol, max_iter=max_iter,
-                                          keep_matrix=False))
+            return erm_statistics(problem, d, seeds, wrap=wrap, tol=tol, max_iter=max_iter,
+                                  keep_matrix=False, target_spectrum=target_spectrum)
     finally:
-        bar.close()
-    k = len(results)
-    mean, stderr = {}, {}
-    for name in STAT_FIELDS:
-        v = np.array([float(getattr(r, name)) for r in results])
-        mean[name] = float(np.mean(v))
-        stderr[name] = float(np.std(v, ddof=1) / math.sqrt(k)) if k > 1 else 0.0
-    bad = [r.seed for r in results if not r.converged]
-    return {"d": d, "n": results[0].n, "seeds": list(seeds), "mean": mean, "stderr": stderr,
-            "all_converged": not bad, "not_converged": bad, "results": results}
+        for bar in bars:
+            bar.close()
 
 
 def cmd_erm(args: argparse.Namespace) -> int:
@@ -576,12 +583,13 @@ def cmd_erm(args: argparse.Namespace) -> int:
     _check_min_int("--max-iter", args.max_iter, 1)
 
     try:
-        stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter)
+        stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter,
+                        target_spectrum=args.target_spectrum)
     except NotImplementedError as exc:
         return _not_available(problem.task.channel, exc)
 
     params = {**problem.to_dict(), "d": d, "n": stats["n"], "seeds": seeds, "tol": args.tol,
-              "max_iter": args.max_iter}
+              "max_iter": args.max_iter, "target_spectrum": args.target_spectrum}
     per_seed = [r.to_dict() for r in stats["results"]]
     if args.json:
         print(_dumps({"params": params, "mean": stats["mean"], "stderr": stats["stderr"],
@@ -605,7 +613,7 @@ def cmd_erm(args: argparse.Namespace) -> int:
 
 QUICKSTART = {
     "channel": "linear", "L": 1, "kappa0": 0.5, "kappa": 1.0, "lam": 0.1, "noise": 0.5,
-    "alphas": [float(a) for a in np.linspace(0.1, 1.5, 12)],
+    "alpha_grid": (0.1, 1.5, 12),  # np.linspace(0.1, 1.5, 12)
     "erm_d": 48, "erm_seeds": [0, 1], "erm_alpha_index": [2, 5, 8, 11],
     "tol": 1e-10, "max_iter": 500, "erm_tol": 1e-9, "erm_max_iter": 20000,
 }
@@ -614,9 +622,12 @@ _QS_COLUMNS = ("train_error", "test_error", "matrix_mse")
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
     """``amp-attention quickstart``: SE curve + ERM overlay on the built-in defaults."""
+    import numpy as np
+
     from solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
 
     from . import plotting
+    from .spec import Learner, Problem, Task, WishartTarget
 
     c = QUICKSTART
     out = Path(args.out)
@@ -630,7 +641,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
         return Problem(Task(c["channel"], L=c["L"], noise=c["noise"]),
                        WishartTarget(c["kappa0"]), Learner(c["kappa"], c["lam"]), alpha=alpha)
 
-    alphas = c["alphas"]
+    alphas = [float(a) for a in np.linspace(*c["alpha_grid"])]
     se_rows = []
     for a in _progress(alphas, desc="state evolution", unit="alpha"):
         r = solve_state_evolution(problem(a), tol=c["tol"], max_iter=c["max_iter"])
@@ -648,29 +659,15 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     erm_rows: list[dict] = []
     if not args.no_erm:
         erm_alphas = [alphas[i] for i in c["erm_alpha_index"]]
-        pairs = [(a, s) for a in erm_alphas for s in c["erm_seeds"]]
-        from .training import STAT_FIELDS, direct_erm
-
-        per: dict[float, list] = {a: [] for a in erm_alphas}
-        bar = _progress(pairs, desc=f"direct ERM d={c['erm_d']}", unit="run")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                for a, s in bar:
-                    per[a].append(direct_erm(problem(a), c["erm_d"], s, tol=c["erm_tol"],
-                                             max_iter=c["erm_max_iter"], keep_matrix=False))
-        finally:
-            bar.close()
         for a in erm_alphas:
-            res = per[a]
-            k = len(res)
-            mean = {f: float(np.mean([getattr(r, f) for r in res])) for f in STAT_FIELDS}
-            stderr = {f: (float(np.std([getattr(r, f) for r in res], ddof=1) / math.sqrt(k))
-                          if k > 1 else 0.0) for f in STAT_FIELDS}
-            erm_rows.append({"alpha": a, "d": c["erm_d"], "n": res[0].n,
-                             "seeds": list(c["erm_seeds"]), "mean": mean, "stderr": stderr,
-                             "per_seed": [r.to_dict() for r in res],
-                             "all_converged": all(r.converged for r in res)})
+            st = run_erm(problem(a), c["erm_d"], c["erm_seeds"], tol=c["erm_tol"],
+                         max_iter=c["erm_max_iter"],
+                         progress_desc=f"direct ERM d={c['erm_d']} alpha={a:.3g}")
+            erm_rows.append({"alpha": a, "d": c["erm_d"], "n": st["n"],
+                             "seeds": list(c["erm_seeds"]), "mean": st["mean"],
+                             "stderr": st["stderr"],
+                             "per_seed": [r.to_dict() for r in st["results"]],
+                             "all_converged": st["all_converged"]})
         print(f"direct ERM at d = {c['erm_d']}, seeds {c['erm_seeds']} (mean +- stderr)")
         print(f"  {'alpha':>7} {'train_error':>20} {'test_error':>20} {'matrix_mse':>20} "
               f"{'converged':>10}")
@@ -757,6 +754,10 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
     try:
         return int(args.func(args))
+    except BrokenPipeError:  # e.g. `amp-attention se --json | head -c 100`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except CLIError as exc:
         return _error(str(exc))
     except ValueError as exc:  # any other validation error of the core

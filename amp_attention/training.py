@@ -31,7 +31,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass, field, fields
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
@@ -381,7 +381,14 @@ def direct_erm(
     return _summarise(data, problem, S, penalty, ok, iters, res, keep_matrix)
 
 
-def erm_statistics(problem: Problem, d: int, seeds: Iterable[int], **kw: Any) -> dict[str, Any]:
+def erm_statistics(
+    problem: Problem,
+    d: int,
+    seeds: Iterable[int],
+    *,
+    wrap: Callable[[list[int]], Iterable[int]] | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
     """Run :func:`direct_erm` for each seed; mean and standard error of each numeric field.
 
     stderr = std(ddof=1)/sqrt(#seeds) (0 for a single seed).  Returns
@@ -394,7 +401,8 @@ def erm_statistics(problem: Problem, d: int, seeds: Iterable[int], **kw: Any) ->
     if not seeds:
         raise ValueError("seeds must be a non-empty list of integers >= 0")
     seeds = [check_seed(s) for s in seeds]
-    results = [direct_erm(problem, d, s, **kw) for s in seeds]
+    # ``wrap`` (e.g. a progress bar) sees the seeds as they are run.
+    results = [direct_erm(problem, d, s, **kw) for s in (wrap(seeds) if wrap else seeds)]
     k = len(results)
     mean: dict[str, float] = {}
     stderr: dict[str, float] = {}

@@ -1,0 +1,245 @@
+"""The `amp-attention` command line, run in-process through ``main(argv)`` (fast)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amp_attention.cli import main
+from amp_attention.training import STAT_FIELDS, erm_statistics
+from solvers.state_evolution import RESULT_FIELDS
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM_KEYS = {"channel", "L", "beta", "noise", "noise_at", "target", "kappa", "lam",
+                "parameterisation", "alpha"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(err: str, *needles: str) -> None:
+    lines = err.strip("\n").splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("amp-attention: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, err)
+
+
+# --------------------------------------------------------------------------- se
+
+
+def test_se_json_has_params_and_every_result_field(capsys) -> None:
+    code, out, err = run(capsys, "se", "--json", "--alpha", "0.7", "--noise", "0.5")
+    assert code == 0, err
+    payload = json.loads(out)  # exactly one JSON object on stdout
+    params = payload["params"]
+    assert PROBLEM_KEYS <= set(params)
+    assert {"method", "tol", "max_iter", "damping", "start"} <= set(params)
+    assert params["alpha"] == 0.7 and params["noise"] == 0.5
+    assert params["target"] == {"kind": "wishart", "kappa0": 0.5}
+    for name in RESULT_FIELDS:
+        assert name in payload, name
+    for name in ("status", "start", "metastable", "alternative"):
+        assert name in payload
+    assert payload["converged"] is True and payload["status"] == "converged"
+    assert "density_S" not in out  # spectra never go into the JSON
+
+
+def test_se_table_lists_every_field(capsys) -> None:
+    code, out, _ = run(capsys, "se", "--alpha", "0.4")
+    assert code == 0
+    for name in RESULT_FIELDS:
+        assert re.search(rf"^\s+{name}\s", out, re.M), name
+
+
+def _read_spectrum(path: Path) -> tuple[str, dict[str, np.ndarray]]:
+    with open(path) as fh:
+        comment = fh.readline()
+        rows = list(csv.DictReader(fh))
+    cols = {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
+    return comment, cols
+
+
+@pytest.mark.parametrize("extra", [[], ["--kappa", "0.3", "--alpha", "1.0"]])
+def test_se_spectrum_csv_and_png(capsys, tmp_path: Path, extra: list[str]) -> None:
+    path = tmp_path / "spec" / "spectrum.csv"
+    code, out, err = run(capsys, "se", "--json", "--spectrum", str(path), *extra)
+    assert code == 0, err
+    json.loads(out)
+    comment, cols = _read_spectrum(path)
+    assert comment.startswith("#") and "params=" in comment
+    atom_s = float(re.search(r"atom_at_zero_S=([^;]+);", comment).group(1))
+    atom_w = float(re.search(r"atom_at_zero_W=([^;]+);", comment).group(1))
+    params = json.loads(comment.split("params=", 1)[1])
+    assert params["lam"] == 0.1
+    assert list(cols) == ["x", "density_S", "sigma", "density_W"]
+    assert np.all(cols["density_S"] >= 0) and np.all(np.diff(cols["x"]) >= 0)
+    np.testing.assert_allclose(cols["sigma"], np.sqrt(cols["x"]), rtol=1e-9)
+    # Total mass = trapezoid over the tabulated continuous part + the atom at 0.
+    # The curve has ~400-600 nodes on a support of width ~4 (h ~ 1e-2): the
+    # trapezoid error at the square-root edge is O(h^1.5) ~ 1e-3 and the sliver
+    # below the first node (density ~0.3 over x < 3e-3) is ~1e-3; we observe
+    # 0.9989-0.9991. A tolerance of 1e-2 leaves a 5-10x margin while still
+    # catching a wrong normalisation (e.g. a missing Vh or kappa factor, >= 10 %).
+    mass_s = np.trapezoid(cols["density_S"], cols["x"]) + atom_s
+    mass_w = np.trapezoid(cols["density_W"], cols["sigma"]) + atom_w
+    assert abs(mass_s - 1.0) < 1e-2, mass_s
+    assert abs(mass_w - 1.0) < 1e-2, mass_w
+    png = path.with_suffix(".png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_se_not_converged_exits_3_with_result(capsys) -> None:
+    code, out, err = run(capsys, "se", "--json", "--max-iter", "2")
+    assert code == 3
+    payload = json.loads(out)
+    assert payload["converged"] is False and payload["status"] != "converged"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "did not converge" in lines[0]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["se", "--kappa", "-1"], "--kappa"),
+        (["se", "--alpha", "0"], "--alpha"),
+        (["se", "--L", "0"], "--L"),
+        (["se", "--noise", "nan"], "--noise"),
+        (["se", "--lam", "-0.5"], "--lam"),
+        (["se", "--beta", "0"], "--beta"),
+        (["se", "--kappa0", "0"], "--kappa0"),
+        (["se", "--target", "powerlaw", "--gamma", "-1"], "--gamma"),
+        (["se", "--target", "powerlaw", "--p0", "1000"], "--p0"),
+        (["se", "--gamma", "2"], "--gamma"),  # power-law flag with a Wishart target
+        (["se", "--tol", "0"], "--tol"),
+        (["se", "--damping", "1.5"], "--damping"),
+        (["se", "--max-iter", "0"], "--max-iter"),
+        (["erm", "--d", "1"], "--d"),
+        (["erm", "--alpha", "-2", "--d", "8"], "--alpha"),
+        (["erm", "--seeds", "-3", "--d", "8"], "--seeds"),
+        (["erm", "--n-seeds", "0", "--d", "8"], "--n-seeds"),
+    ],
+)
+def test_bad_input_one_line_exit_2(capsys, argv: list[str], flag: str) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert_one_line_error(err, f"argument {flag}:")
+
+
+def test_bad_input_message_states_range(capsys) -> None:
+    _, _, err = run(capsys, "se", "--kappa", "-1")
+    assert_one_line_error(err, "kappa", "(0, inf)")
+    _, _, err = run(capsys, "se", "--noise", "nan")
+    assert_one_line_error(err, "noise", "[0, inf)")
+
+
+@pytest.mark.parametrize("sub, channel", [("se", "softmax"), ("se", "seq2lab"),
+                                          ("erm", "softmax")])
+def test_channel_not_available(capsys, sub: str, channel: str) -> None:
+    extra = ["--d", "8"] if sub == "erm" else []
+    code, out, err = run(capsys, sub, "--channel", channel, "--L", "2", *extra)
+    assert code == 2 and out == ""
+    assert_one_line_error(err, f"channel '{channel}' is not yet available",
+                          "linear only; see issue 3")
+
+
+def test_unknown_channel_rejected_by_argparse(capsys) -> None:
+    code, out, err = run(capsys, "se", "--channel", "relu")
+    assert code == 2 and out == ""
+    assert "invalid choice" in err and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------- erm
+
+
+def test_erm_json(capsys) -> None:
+    code, out, err = run(capsys, "erm", "--d", "16", "--n-seeds", "2", "--json")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert set(payload) == {"params", "mean", "stderr", "per_seed", "all_converged"}
+    params = payload["params"]
+    assert PROBLEM_KEYS <= set(params)
+    assert params["d"] == 16 and params["seeds"] == [0, 1] and params["n"] == 128
+    assert set(payload["mean"]) == set(STAT_FIELDS) == set(payload["stderr"])
+    assert [r["seed"] for r in payload["per_seed"]] == [0, 1]
+    assert payload["all_converged"] is True
+    # Same statistics as the library's erm_statistics on the same seeds.
+    ref = erm_statistics(params_problem(), 16, [0, 1], keep_matrix=False)
+    for k in STAT_FIELDS:
+        assert payload["mean"][k] == pytest.approx(ref["mean"][k], rel=1e-12, abs=1e-15)
+        assert payload["stderr"][k] == pytest.approx(ref["stderr"][k], rel=1e-9, abs=1e-15)
+
+
+def params_problem():
+    from amp_attention.spec import Learner, Problem, Task, WishartTarget
+
+    return Problem(Task("linear", L=1), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5)
+
+
+def test_erm_table_explicit_seeds(capsys) -> None:
+    code, out, _ = run(capsys, "erm", "--d", "12", "--seeds", "5", "--alpha", "1.0")
+    assert code == 0
+    for name in STAT_FIELDS:
+        assert re.search(rf"^\s+{name}\s", out, re.M), name
+
+
+# --------------------------------------------------------------------------- quickstart / help
+
+
+def test_quickstart_no_erm_writes_three_files(capsys, tmp_path: Path) -> None:
+    out_dir = tmp_path / "qs"
+    code, out, err = run(capsys, "quickstart", "--no-erm", "--out", str(out_dir))
+    assert code == 0, err
+    for name in ("quickstart.csv", "quickstart.json", "quickstart.png"):
+        assert (out_dir / name).stat().st_size > 0, name
+    data = json.loads((out_dir / "quickstart.json").read_text())
+    assert data["params"]["problem"]["noise"] == 0.5
+    assert len(data["params"]["problem"]["alpha"]) == 12 and data["params"]["erm"] is None
+    assert len(data["se"]) == 12 and all(r["converged"] for r in data["se"])
+    with open(out_dir / "quickstart.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 12
+    assert float(rows[0]["alpha"]) == pytest.approx(0.1)
+    assert float(rows[-1]["alpha"]) == pytest.approx(1.5)
+    assert "test_error" in out and "matrix_mse" in out
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["se", "--help"], ["erm", "--help"],
+                                  ["quickstart", "--help"]])
+def test_help(capsys, argv: list[str]) -> None:
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "usage: amp-attention" in out
+    if argv[0] in ("se", "erm"):
+        for symbol in ("alpha = n/d^2", "kappa = p/d", "Delta", "lam d Tr S", "beta"):
+            assert symbol in out, symbol
+
+
+def test_module_help_subprocess() -> None:
+    proc = subprocess.run([sys.executable, "-m", "amp_attention.cli", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "state evolution" in proc.stdout
+
+
+def test_package_does_not_import_solvers() -> None:
+    code = ("import sys, amp_attention, amp_attention.cli, amp_attention.plotting; "
+            "assert 'solvers' not in sys.modules, 'solvers imported'")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
