@@ -68,12 +68,7 @@ def plot_se_curve(
         ax.set_ylabel(LABELS.get(name, name))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, title)
 
 
 def plot_spectrum(
@@ -102,6 +97,11 @@ def plot_spectrum(
     if panels == 2:
         _density_panel(axes[0][1], np.asarray(sigma, float), np.asarray(density_W, float),
                        atom_W, r"singular value of $W$, $\sigma/(pd)^{1/4}$", "C2")
+    return _save(fig, path, title)
+
+
+def _save(fig, path: Path, title: str | None) -> Path:
+    """Title, layout, write the PNG and release the figure."""
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
