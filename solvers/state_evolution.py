@@ -78,6 +78,8 @@ class SEResult:
     metastable: bool = False
     alternative: dict[str, Any] | None = None
     quadrature_error: float = 0.0
+    mc_stderr: dict[str, float] | None = None
+    mc_failed_prox: int = 0
     seconds: float = 0.0
     spectrum: SpectrumPrediction | None = field(default=None, repr=False)
 
@@ -103,12 +105,45 @@ def _check_solver_options(method: str, start: str, tol: float, max_iter: int, da
         raise ValueError(f"damping must lie in (0, 1], got {damping!r}")
 
 
-class StateEvolution:
-    """The SE map of one problem: (m, q, V) -> hats -> (m, q, V)."""
+@dataclass(frozen=True)
+class MonteCarloOptions:
+    """RQMC settings of non-linear channel expectations (solvers.channel_integrals).
 
-    def __init__(self, problem: Problem):
+    2**log2_n scrambled-Sobol points per replica, ``replicas`` independent
+    scramblings (their spread is the reported ``mc_stderr``), ``seed``.
+    """
+
+    log2_n: int = 14
+    replicas: int = 8
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if int(self.log2_n) != self.log2_n or not 4 <= self.log2_n <= 24:
+            raise ValueError(f"mc log2_n must be an integer in [4, 24], got {self.log2_n!r}")
+        if int(self.replicas) != self.replicas or self.replicas < 2:
+            raise ValueError(f"mc replicas must be an integer >= 2, got {self.replicas!r}")
+        if int(self.seed) != self.seed or self.seed < 0:
+            raise ValueError(f"mc seed must be an integer >= 0, got {self.seed!r}")
+
+
+class StateEvolution:
+    """The SE map of one problem: (m, q, V) -> hats -> (m, q, V).
+
+    Channels with closed-form expectations (linear) provide ``se`` themselves;
+    the others are integrated by RQMC with common random numbers.
+    """
+
+    def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None, channel=None):
         self.problem = problem
-        self.channel = channel_for(problem.task)
+        # ``channel`` overrides the task's channel (e.g. a user-defined one).
+        channel = channel_for(problem.task) if channel is None else channel
+        if not hasattr(channel, "se"):
+            from .channel_integrals import MonteCarloChannel
+
+            mc = mc or MonteCarloOptions()
+            channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
+                                        seed=mc.seed)
+        self.channel = channel
         self.denoiser = denoiser_for(problem.learner)
         self.target = target_measure(problem.target)
         self.Q0 = self.target.moment(2)
@@ -177,6 +212,8 @@ def solve_state_evolution(
     damping: float = 1.0,
     start: str = "both",
     spectrum: bool = False,
+    mc: MonteCarloOptions | None = None,
+    channel=None,
 ) -> SEResult:
     """Solve the SE fixed point of ``problem`` (THEORY 4.3).
 
@@ -184,11 +221,15 @@ def solve_state_evolution(
     (Shat independent of S0) initialisation; the reported point is the one of
     lower training loss, and ``metastable``/``alternative`` say whether the
     other one converged elsewhere.  ``spectrum=True`` attaches the predicted
-    spectra of Shat and W (THEORY 5).
+    spectra of Shat and W (THEORY 5).  ``mc`` sets the RQMC integration of
+    non-linear channels; their Monte-Carlo standard errors are reported in
+    ``mc_stderr`` (per field) and failed proximal solves in ``mc_failed_prox``.
+    ``channel`` replaces the task's channel object (same L; e.g. a
+    :class:`~amp_attention.channels.custom.CustomChannel`).
     """
     _check_solver_options(method, start, tol, max_iter, damping)
     t0 = time.perf_counter()
-    se = StateEvolution(problem)
+    se = StateEvolution(problem, mc, channel)
     names = ("informative", "uninformative") if start == "both" else (start,)
     runs = {}
     for name in names:
@@ -212,10 +253,15 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
+    mc_stderr, failed = None, 0
+    if hasattr(se.channel, "last_stderr"):
+        se.hats(rep.x)  # the replica spread at the reported point
+        mc_stderr = dict(se.channel.last_stderr)
+        failed = se.channel.n_failed
     return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
                     residual=rep.residual, status=rep.status, start=best_name,
-                    metastable=metastable, alternative=alternative,
-                    seconds=time.perf_counter() - t0, spectrum=spec)
+                    metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
+                    mc_failed_prox=failed, seconds=time.perf_counter() - t0, spectrum=spec)
 
 
 def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
