@@ -260,6 +260,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--start", choices=("informative", "uninformative", "both"), default="both",
                    help="initialisation: informative (Shat ~ S0), uninformative, or both "
                         "(report the lower-loss fixed point, flag metastability) (default: both)")
+    g = se.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
+    g.add_argument("--mc-log2n", type=int, default=14, metavar="M",
+                   help="2^M scrambled-Sobol points per replica for the K-dimensional channel "
+                        "expectations (common random numbers across iterations) (default: 14)")
+    g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
+                   help="independent scramblings; their spread is the reported mc_stderr "
+                        "(default: 8)")
+    g.add_argument("--mc-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the scramblings (default: 0)")
     g = se.add_argument_group("output")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, <every result field>} instead of a table")
@@ -284,8 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sampled: S0 = W0^T W0/sqrt(p0 d) with Gaussian W0 (as specified); "
                         "quantile: Haar-rotated Marchenko-Pastur quantiles (same d -> inf "
                         "limit, far smaller seed-to-seed spread; for theory checks)")
-    g.add_argument("--tol", type=float, default=1e-9,
-                   help="relative fixed-point residual of the optimiser (default: 1e-9)")
+    g.add_argument("--tol", type=float, default=None,
+                   help="optimiser tolerance: relative fixed-point residual (default: 1e-9 "
+                        "for the linear channel; 1e-7 gradient-mapping residual otherwise)")
+    g.add_argument("--restarts", type=int, default=3,
+                   help="random restarts of the non-convex solver, non-linear channels only "
+                        "(default: 3; the lowest objective is kept)")
     g.add_argument("--max-iter", type=int, default=20000,
                    help="maximum optimiser iterations per seed (default: 20000)")
     g.add_argument("--json", action="store_true",
@@ -432,8 +445,11 @@ def _prepare_path(path: Path) -> Path:
 
 
 def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
-    return {**problem.to_dict(), "method": args.method, "tol": args.tol,
-            "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
+    params = {**problem.to_dict(), "method": args.method, "tol": args.tol,
+              "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
+    if problem.task.channel != "linear":
+        params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed)
+    return params
 
 
 def cmd_se(args: argparse.Namespace) -> int:
@@ -447,12 +463,18 @@ def cmd_se(args: argparse.Namespace) -> int:
     if spectrum_path is not None:
         _prepare_path(spectrum_path)
 
-    from solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
+    # the CLI is the top floor: it may see solvers
+    from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
+    try:
+        mc = MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed)
+    except ValueError as exc:
+        raise CLIError(f"argument --mc-*: {_one_line(str(exc))}") from None
     try:
         result = solve_state_evolution(problem, method=args.method, tol=args.tol,
                                        max_iter=args.max_iter, damping=args.damping,
-                                       start=args.start, spectrum=spectrum_path is not None)
+                                       start=args.start, spectrum=spectrum_path is not None,
+                                       mc=mc)
     except NotImplementedError as exc:
         return _not_available(problem.task.channel, exc)
 
@@ -533,7 +555,8 @@ def write_spectrum(path: Path, spec, params: dict) -> Path:
 
 
 def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
-            target_spectrum: str = "sampled", progress_desc: str = "ERM seeds") -> dict[str, Any]:
+            target_spectrum: str = "sampled", progress_desc: str = "ERM seeds",
+            **solver_kw: Any) -> dict[str, Any]:
     """:func:`amp_attention.training.erm_statistics` with a progress bar over seeds.
 
     Non-convergence warnings are not printed: ``all_converged`` and
@@ -551,6 +574,7 @@ def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_i
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             return erm_statistics(problem, d, seeds, wrap=wrap, tol=tol, max_iter=max_iter,
+                                  **solver_kw,
                                   keep_matrix=False, target_spectrum=target_spectrum)
     finally:
         for bar in bars:
@@ -579,17 +603,22 @@ def cmd_erm(args: argparse.Namespace) -> int:
             check_seed(s)
         except ValueError as exc:
             raise CLIError(f"argument {flag}: {_one_line(str(exc))}") from None
+    linear = problem.task.channel == "linear"
+    if args.tol is None:
+        args.tol = 1e-9 if linear else 1e-7
     _check_positive_finite("--tol", args.tol)
     _check_min_int("--max-iter", args.max_iter, 1)
+    _check_min_int("--restarts", args.restarts, 0)
+    solver_kw = {} if linear else {"restarts": args.restarts}
 
     try:
         stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter,
-                        target_spectrum=args.target_spectrum)
+                        target_spectrum=args.target_spectrum, **solver_kw)
     except NotImplementedError as exc:
         return _not_available(problem.task.channel, exc)
 
     params = {**problem.to_dict(), "d": d, "n": stats["n"], "seeds": seeds, "tol": args.tol,
-              "max_iter": args.max_iter, "target_spectrum": args.target_spectrum}
+              "max_iter": args.max_iter, "target_spectrum": args.target_spectrum, **solver_kw}
     per_seed = [r.to_dict() for r in stats["results"]]
     if args.json:
         print(_dumps({"params": params, "mean": stats["mean"], "stderr": stats["stderr"],

@@ -389,7 +389,10 @@ def erm_statistics(
     wrap: Callable[[list[int]], Iterable[int]] | None = None,
     **kw: Any,
 ) -> dict[str, Any]:
-    """Run :func:`direct_erm` for each seed; mean and standard error of each numeric field.
+    """Run :func:`direct_erm` (linear channel) or
+    :func:`~amp_attention.erm_nonlinear.direct_erm_channel` (other channels; its
+    keyword arguments pass through ``kw``) for each seed; mean and standard error
+    of each numeric field.
 
     stderr = std(ddof=1)/sqrt(#seeds) (0 for a single seed).  Returns
     {"d", "n", "seeds", "mean": {field: value}, "stderr": {field: value},
@@ -401,8 +404,16 @@ def erm_statistics(
     if not seeds:
         raise ValueError("seeds must be a non-empty list of integers >= 0")
     seeds = [check_seed(s) for s in seeds]
+    run = direct_erm
+    if problem.task.channel != "linear":
+        # Non-linear channels: the restarted non-convex solver of erm_nonlinear.
+        from .channels import channel_for
+        from .erm_nonlinear import direct_erm_channel
+
+        kw.setdefault("channel", channel_for(problem.task))
+        run = direct_erm_channel
     # ``wrap`` (e.g. a progress bar) sees the seeds as they are run.
-    results = [direct_erm(problem, d, s, **kw) for s in (wrap(seeds) if wrap else seeds)]
+    results = [run(problem, d, s, **kw) for s in (wrap(seeds) if wrap else seeds)]
     k = len(results)
     mean: dict[str, float] = {}
     stderr: dict[str, float] = {}

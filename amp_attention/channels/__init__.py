@@ -7,18 +7,30 @@ K-dimensional Gaussian channel of THEORY 4.1) and the finite-size algorithms
 
 from __future__ import annotations
 
+from typing import Union
+
 from .base import ChannelSE
+from .custom import CustomChannel
 from .linear import LinearChannel
+from .seq2lab import Seq2LabChannel
+from .softmax import NewtonChannel, ProxBatch, SoftmaxChannel
+
+Channel = Union[LinearChannel, SoftmaxChannel, Seq2LabChannel, CustomChannel]
 
 
-def channel_for(task) -> "LinearChannel":
-    """The channel object of a :class:`~amp_attention.spec.Task`."""
+def channel_for(task) -> Channel:
+    """The channel object of a :class:`~amp_attention.spec.Task`.
+
+    A :class:`CustomChannel` is built by the user directly (it needs g).
+    """
     if task.channel == "linear":
-        return LinearChannel(task.L, task.noise)
-    raise NotImplementedError(
-        f"channel {task.channel!r} is not yet available in the state evolution "
-        "(only 'linear' is implemented; softmax and seq2lab arrive with issue 3)"
-    )
+        return LinearChannel(task.L, task.noise, noise_at=task.noise_at)
+    if task.channel == "softmax":
+        return SoftmaxChannel(task.L, task.beta, task.noise, task.noise_at)
+    if task.channel == "seq2lab":
+        return Seq2LabChannel(task.L, task.beta, task.noise, task.noise_at)
+    raise NotImplementedError(f"channel {task.channel!r} is not available")
 
 
-__all__ = ["ChannelSE", "LinearChannel", "channel_for"]
+__all__ = ["Channel", "ChannelSE", "CustomChannel", "LinearChannel", "NewtonChannel",
+           "ProxBatch", "Seq2LabChannel", "SoftmaxChannel", "channel_for"]

@@ -13,6 +13,13 @@ and with E = Q0 - 2m + q,
     Vh = mh = 2 alpha sum_k 2 c_k / (1 + 2 c_k V)
     qh = 2 alpha sum_k 4 c_k^2 (E + Delta/(2 c_k)) / (1 + 2 c_k V)^2
     e_train = sum_k (2 c_k E + Delta) / (1 + 2 c_k V)^2,   e_test = sum_k 2 c_k E.
+
+Besides these closed forms the class offers the interface common to all
+channels (see :mod:`.softmax`): outputs are the M = K upper-triangle entries
+y_ab of h (output units, not u-units), l = 1/2 sum_{a<=b} (y_ab - h_ab)^2, its
+u-Hessian is diag(2 c_k) = diag(tau_k^2), and the prox is the closed form
+above with y_u = y / tau.  Noise on the logits and on the outputs are the same
+thing here (both add sqrt(Delta) xi_ab to each y_ab, a <= b).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import math
 
 import numpy as np
 
+from ..spec import NOISE_LOCATIONS, _choice
 from .base import ChannelSE
+from .softmax import ProxBatch, _as_2d
 
 
 class LinearChannel:
@@ -29,18 +38,26 @@ class LinearChannel:
 
     name = "linear"
 
-    def __init__(self, L: int, noise: float):
+    def __init__(self, L: int, noise: float, noise_at: str = "output"):
         if int(L) != L or L < 1:
             raise ValueError(f"L must be an integer >= 1, got {L!r}")
         if not (math.isfinite(noise) and noise >= 0):
             raise ValueError(f"noise must be in [0, inf), got {noise!r}")
         self.L = int(L)
         self.noise = float(noise)
+        self.noise_at = _choice("noise_at", noise_at, NOISE_LOCATIONS)
         iu = np.triu_indices(self.L)
+        self._ka, self._kb = iu
         self.c = np.where(iu[0] == iu[1], 1.0, 0.5)
+        self.tau = np.sqrt(2.0 * self.c)
 
     @property
     def K(self) -> int:
+        return self.c.size
+
+    @property
+    def M(self) -> int:
+        """Number of outputs: the K upper-triangle entries."""
         return self.c.size
 
     # ------------------------------------------------------------ state evolution
@@ -68,3 +85,68 @@ class LinearChannel:
         """tr d g_out / d omega per sample, shape (n,)."""
         val = float(np.sum(-2.0 * self.c / (1.0 + 2.0 * self.c * V)))
         return np.full(np.shape(y)[0], val)
+
+    # ------------------------------------------------- common channel interface
+    def h_from_u(self, U: np.ndarray) -> np.ndarray:
+        """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
+        U = _as_2d("u", U, self.K)
+        H = np.empty((U.shape[0], self.L, self.L))
+        H[:, self._ka, self._kb] = U * self.tau
+        H[:, self._kb, self._ka] = U * self.tau
+        return H
+
+    def outputs(self, H: np.ndarray) -> np.ndarray:
+        """The upper-triangle entries h_ab, a <= b, row-major: shape (n, K)."""
+        H = np.asarray(H, dtype=np.float64)
+        if H.ndim != 3 or H.shape[1:] != (self.L, self.L):
+            raise ValueError(f"H must have shape (n, {self.L}, {self.L}), got {H.shape}")
+        return H[:, self._ka, self._kb]
+
+    def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """y_ab = h*_ab + sqrt(Delta) xi_ab, a <= b (either noise_at)."""
+        Y = self.outputs(H_star)
+        return Y + math.sqrt(self.noise) * rng.standard_normal(Y.shape)
+
+    def loss_grad_hess(self, y: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """l = 1/2 sum_k (y_k - tau_k u_k)^2, its u-gradient and u-Hessian diag(tau^2)."""
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        u = np.asarray(u, dtype=np.float64).reshape(-1)
+        if y.size != self.K or u.size != self.K:
+            raise ValueError(f"need y and u of size K = {self.K}")
+        r = y - self.tau * u
+        return 0.5 * float(r @ r), -self.tau * r, np.diag(self.tau**2)
+
+    def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """l (n,) and G_ab = dl/dh_ab (n, L, L): h_ab - y_ab for a <= b, 0 below the diagonal."""
+        Y = _as_2d("y", y, self.K)
+        R = self.outputs(H) - Y
+        G = np.zeros((R.shape[0], self.L, self.L))
+        G[:, self._ka, self._kb] = R
+        return 0.5 * np.sum(R * R, axis=1), G
+
+    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V: float) -> ProxBatch:
+        """Closed-form prox with labels y in output units (y_u = y / tau); never fails."""
+        if not (math.isfinite(V) and V > 0):
+            raise ValueError(f"V must be > 0 (allowed range (0, inf)), got {V!r}")
+        Y = _as_2d("y", y, self.K)
+        Omega = _as_2d("omega", omega, self.K)
+        yu = Y / self.tau
+        uhat = self.prox(yu, Omega, V)
+        obj = np.sum(self.c * (yu - uhat) ** 2, axis=1) + np.sum((uhat - Omega) ** 2, axis=1) / (2 * V)
+        n = Y.shape[0]
+        trace = np.full(n, float(np.sum(2 * self.c * V / (1 + 2 * self.c * V))))
+        return ProxBatch(uhat, (uhat - Omega) / V, trace, obj, np.zeros(n, dtype=bool), 0)
+
+    def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
+        """sum_k (y_k - tau_k uhat_k)^2 per sample."""
+        r = _as_2d("y", y, self.K) - self.tau * _as_2d("uhat", uhat, self.K)
+        return np.sum(r * r, axis=1)
+
+    def loss_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
+        """l(y, h(uhat)) = train_terms / 2."""
+        return 0.5 * self.train_terms(y, uhat)
+
+    def test_terms(self, u_star: np.ndarray, u_pred: np.ndarray) -> np.ndarray:
+        """sum_k tau_k^2 (u*_k - u_k)^2 = ||h(u*) - h(u)||^2 over the K outputs."""
+        r = self.tau * (_as_2d("u_star", u_star, self.K) - _as_2d("u_pred", u_pred, self.K))
+        return np.sum(r * r, axis=1)

@@ -1,0 +1,882 @@
+"""Numba kernels of the non-linear output channels (leaf module).
+
+Conventions (THEORY 1-4).  One sample has L tokens; h is the symmetric L x L
+matrix of pre-activations and u its K = L(L+1)/2 coordinates
+u_k = h_ab / tau_k, k = (a, b), a <= b in row-major order, tau_aa = sqrt(2),
+tau_ab = 1.  The index arrays ``ka``, ``kb`` (int64) and ``tau`` (float64)
+describe that map; h is rebuilt from u symmetrically, h_ab = h_ba = tau_k u_k.
+Outputs y have M entries; l(y, h) = 1/2 ||y - g(h)||^2.
+
+Built-in channels (``kind``):
+
+* ``SOFTMAX``: g(h) = softmax_rows(beta h), M = L^2, row-major.  With
+  A_a = softmax(beta h_a), r = A - y and, per row a,
+  rbar_a = sum_b r_ab A_ab and s_ac = A_ac (r_ac - rbar_a):
+
+      dl/dh_ac = beta s_ac,
+      d2l/dh_ac dh_ad = beta^2 [ delta_cd (A_ac^2 + s_ac) - A_ac^2 A_ad
+                                 - A_ac A_ad^2 + A_ac A_ad sum_b A_ab^2
+                                 - s_ac A_ad - A_ac s_ad ],
+
+  the first three A-terms being (J_a^2)_cd for the softmax Jacobian
+  J_a = beta (diag A_a - A_a A_a^T) and the s-terms the curvature term
+  sum_b r_ab d2A_ab/dh_ac dh_ad.  Different rows do not couple.
+* ``SEQ2LAB``: g(h) = (1/L) sum_a A_aa, M = 1.  With r = g - y,
+  v_ac = dg/dh_ac = (beta/L) A_aa (delta_ac - A_ac) and
+
+      d2g/dh_ac dh_ad = (beta^2/L) [ A_aa (delta_ad - A_ad)(delta_ac - A_ac)
+                                     - A_aa A_ac (delta_cd - A_ad) ],
+
+  the Hessian of l is v v^T + r d2g (rank one across rows plus a
+  row-block-diagonal part).
+
+Derivatives in u follow from the chain rule through the symmetric map
+u -> h: an off-diagonal u_k moves the two entries (a, b) and (b, a), a diagonal
+one the single entry (a, a), each with factor tau_k.
+
+Proximal operator (THEORY 4.1): uhat = argmin_u F(u),
+F(u) = l(y, h(u)) + ||u - omega||^2 / (2V), a non-convex K-dimensional problem
+whose GLOBAL minimiser is sought by multi-start modified Newton (see
+:func:`_newton` and :func:`_prox_one`).  Every evaluator shares one signature,
+
+    evalf(u, y, par, ka, kb, tau, mode, work, grad, hess) -> l
+
+(mode 0: loss only; 1: also grad_u l into ``grad``; 2: also the Hessian into
+``hess``; ``par`` = (beta, kind) for the built-in channels, ``work`` scratch
+space of :func:`work_size` floats), and every start rule
+``startf(y, omega, V, par, ka, kb, tau, work, u0)``.  The Newton and batch code
+reaches them through the module globals ``_evalf``/``_startf`` (built-in
+channels, cached on disk); a user channel gets copies of that code bound to
+its own closures (:func:`make_custom_kernels`).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+from numba import njit, prange
+
+SOFTMAX = 0
+SEQ2LAB = 1
+
+# Newton status of one start.
+CONVERGED = 0  # ||grad F|| small and Hessian of F positive definite: a local minimum
+SADDLE = 1  # gradient small but Hessian of F not positive definite
+MAX_ITER = 2
+STALLED = 3  # no Armijo step found (or F not finite)
+
+# The clip of y for the data-consistent start (log of a zero or negative label).
+Y_CLIP = 1e-12
+
+_EPS = 2.220446049250313e-16
+# Central differences: truncation O(s^2) against rounding O(eps/s) balance at
+# s = eps^(1/3), giving about eps^(2/3) ~ 4e-11 relative error.
+FD_STEP = _EPS ** (1.0 / 3.0)
+# V' / V along the continuation path of the prox (see _prox_one).
+CONTINUATION = (1e2, 1e1)
+# Samples per parallel chunk: the scratch arrays are allocated once per chunk.
+_CHUNK = 32
+
+
+# ----------------------------------------------------------------- small helpers
+@njit(cache=True)
+def _h_from_u(u, ka, kb, tau, h):
+    for k in range(u.size):
+        v = tau[k] * u[k]
+        h[ka[k], kb[k]] = v
+        h[kb[k], ka[k]] = v
+
+
+@njit(cache=True)
+def _softmax_rows(beta, h, A):
+    L = h.shape[0]
+    for a in range(L):
+        m = beta * h[a, 0]
+        for b in range(1, L):
+            m = max(m, beta * h[a, b])
+        s = 0.0
+        for b in range(L):
+            e = math.exp(beta * h[a, b] - m)
+            A[a, b] = e
+            s += e
+        for b in range(L):
+            A[a, b] /= s
+
+
+@njit(cache=True)
+def _grad_to_u(G, ka, kb, tau, grad):
+    for k in range(ka.size):
+        a = ka[k]
+        b = kb[k]
+        if a == b:
+            grad[k] = tau[k] * G[a, a]
+        else:
+            grad[k] = tau[k] * (G[a, b] + G[b, a])
+
+
+@njit(cache=True)
+def _blk(Hb, r1, c1, r2, c2):
+    # Entries of h in different rows do not interact in the row-wise softmax.
+    if r1 == r2:
+        return Hb[r1, c1, c2]
+    return 0.0
+
+
+@njit(cache=True)
+def _hess_to_u(Hb, ka, kb, tau, hess):
+    K = ka.size
+    for k in range(K):
+        a = ka[k]
+        b = kb[k]
+        for k2 in range(k, K):
+            c = ka[k2]
+            d = kb[k2]
+            s = _blk(Hb, a, b, c, d)
+            if c != d:
+                s += _blk(Hb, a, b, d, c)
+            if a != b:
+                s += _blk(Hb, b, a, c, d)
+                if c != d:
+                    s += _blk(Hb, b, a, d, c)
+            v = tau[k] * tau[k2] * s
+            hess[k, k2] = v
+            hess[k2, k] = v
+
+
+@njit(cache=True)
+def _n_tokens(ka):
+    return ka[ka.size - 1] + 1
+
+
+def work_size(L: int) -> int:
+    """Scratch length of the built-in evaluators: h, A, G (L^2 each) and L^3."""
+    return 3 * L * L + L * L * L
+
+
+# ------------------------------------------------------------------ evaluators
+@njit(cache=True)
+def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    beta = par[0]
+    L = _n_tokens(ka)
+    LL = L * L
+    h = work[:LL].reshape((L, L))
+    A = work[LL:2 * LL].reshape((L, L))
+    G = work[2 * LL:3 * LL].reshape((L, L))
+    Hb = work[3 * LL:3 * LL + LL * L].reshape((L, L, L))
+    _h_from_u(u, ka, kb, tau, h)
+    _softmax_rows(beta, h, A)
+    loss = 0.0
+    for a in range(L):
+        for b in range(L):
+            r = A[a, b] - y[a * L + b]
+            loss += r * r
+    loss *= 0.5
+    if mode == 0:
+        return loss
+    b2 = beta * beta
+    for a in range(L):
+        rbar = 0.0
+        S2 = 0.0
+        for b in range(L):
+            rbar += (A[a, b] - y[a * L + b]) * A[a, b]
+            S2 += A[a, b] * A[a, b]
+        for c in range(L):
+            G[a, c] = A[a, c] * ((A[a, c] - y[a * L + c]) - rbar)  # s_ac for now
+        if mode >= 2:
+            for c in range(L):
+                Ac = A[a, c]
+                sc = G[a, c]
+                for d in range(L):
+                    Ad = A[a, d]
+                    v = -Ac * Ac * Ad - Ac * Ad * Ad + Ac * Ad * S2 - sc * Ad - Ac * G[a, d]
+                    if c == d:
+                        v += Ac * Ac + sc
+                    Hb[a, c, d] = b2 * v
+        for c in range(L):
+            G[a, c] *= beta
+    _grad_to_u(G, ka, kb, tau, grad)
+    if mode >= 2:
+        _hess_to_u(Hb, ka, kb, tau, hess)
+    return loss
+
+
+@njit(cache=True)
+def _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    beta = par[0]
+    L = _n_tokens(ka)
+    LL = L * L
+    h = work[:LL].reshape((L, L))
+    A = work[LL:2 * LL].reshape((L, L))
+    G = work[2 * LL:3 * LL].reshape((L, L))
+    Hb = work[3 * LL:3 * LL + LL * L].reshape((L, L, L))
+    _h_from_u(u, ka, kb, tau, h)
+    _softmax_rows(beta, h, A)
+    gval = 0.0
+    for a in range(L):
+        gval += A[a, a]
+    gval /= L
+    r = gval - y[0]
+    loss = 0.5 * r * r
+    if mode == 0:
+        return loss
+    for a in range(L):
+        for c in range(L):
+            G[a, c] = (beta / L) * A[a, a] * ((1.0 if a == c else 0.0) - A[a, c])
+    _grad_to_u(G, ka, kb, tau, grad)  # grad_u g, scaled by r below
+    if mode >= 2:
+        w = r * beta * beta / L
+        for a in range(L):
+            Aa = A[a, a]
+            for c in range(L):
+                Ac = A[a, c]
+                dac = 1.0 if a == c else 0.0
+                for d in range(L):
+                    Ad = A[a, d]
+                    dad = 1.0 if a == d else 0.0
+                    dcd = 1.0 if c == d else 0.0
+                    Hb[a, c, d] = w * (Aa * (dad - Ad) * (dac - Ac) - Aa * Ac * (dcd - Ad))
+        _hess_to_u(Hb, ka, kb, tau, hess)
+        K = ka.size
+        for k in range(K):
+            for k2 in range(K):
+                hess[k, k2] += grad[k] * grad[k2]
+    for k in range(ka.size):
+        grad[k] *= r
+    return loss
+
+
+# --------------------------------------------------------------- start points
+@njit(cache=True)
+def _start_softmax(y, omega, V, par, ka, kb, tau, work, u0):
+    # Invert the row softmax on the labels (clipped to [1e-12, 1]):
+    # log y_ab = beta h_ab - z_a with row normalisers z_a.  For symmetric h,
+    # log y_ab - log y_ba = z_b - z_a; the least-squares z (mean zero) is
+    # c_b = (1/L) sum_a (log y_ab - log y_ba), and then
+    #     h0_ab = (log y_ab + log y_ba + c_a + c_b) / (2 beta),
+    #     h0_aa = (log y_aa + c_a) / beta,
+    # which reproduces y exactly whenever y is a row softmax of a symmetric h
+    # (c = 0 gives the plain symmetrised logarithm, exact only when the rows
+    # share one normaliser).  The remaining free constant added to all of h
+    # (the only symmetric row shift) does not change the loss; it is set to
+    # minimise ||u0 - omega||^2 in closed form.
+    beta = par[0]
+    L = _n_tokens(ka)
+    ly = work[:L * L].reshape((L, L))
+    cz = work[L * L:L * L + L]
+    for a in range(L):
+        for b in range(L):
+            ly[a, b] = math.log(min(max(y[a * L + b], Y_CLIP), 1.0))
+    for b in range(L):
+        t = 0.0
+        for a in range(L):
+            t += ly[a, b] - ly[b, a]
+        cz[b] = t / L
+    num = 0.0
+    den = 0.0
+    for k in range(ka.size):
+        a = ka[k]
+        b = kb[k]
+        if a == b:
+            h0 = (ly[a, a] + cz[a]) / beta
+        else:
+            h0 = (ly[a, b] + ly[b, a] + cz[a] + cz[b]) / (2.0 * beta)
+        u0[k] = h0 / tau[k]
+        num += (omega[k] - u0[k]) / tau[k]
+        den += 1.0 / (tau[k] * tau[k])
+    c = num / den
+    for k in range(ka.size):
+        u0[k] += c / tau[k]
+
+
+@njit(cache=True)
+def _diag_shift_g(beta, h, s):
+    """g and dg/ds of seq2lab at h + s I."""
+    L = h.shape[0]
+    g = 0.0
+    dg = 0.0
+    for a in range(L):
+        m = beta * (h[a, a] + s)
+        for c in range(L):
+            if c != a:
+                m = max(m, beta * h[a, c])
+        tot = 0.0
+        for c in range(L):
+            x = beta * (h[a, a] + s) if c == a else beta * h[a, c]
+            tot += math.exp(x - m)
+        Aa = math.exp(beta * (h[a, a] + s) - m) / tot
+        g += Aa
+        dg += beta * Aa * (1.0 - Aa)
+    return g / L, dg / L
+
+
+@njit(cache=True)
+def _start_seq2lab(y, omega, V, par, ka, kb, tau, work, u0):
+    # The data-consistent point along the diagonal shift h(omega) + s I: g is
+    # strictly increasing in s (from 0 to 1 for L >= 2), so g = y (clipped to
+    # [1e-12, 1 - 1e-12]) has one root, bracketed in closed form and found by
+    # safeguarded Newton.  For L = 1, g = 1 identically and omega is returned.
+    beta = par[0]
+    L = _n_tokens(ka)
+    for k in range(ka.size):
+        u0[k] = omega[k]
+    if L == 1:
+        return
+    h = work[:L * L].reshape((L, L))
+    _h_from_u(omega, ka, kb, tau, h)
+    yc = min(max(y[0], Y_CLIP), 1.0 - Y_CLIP)
+    logit = math.log((L - 1) * yc / (1.0 - yc))
+    dmin = np.inf
+    dmax = -np.inf
+    for a in range(L):
+        for c in range(L):
+            if c != a:
+                dmin = min(dmin, h[a, c] - h[a, a])
+                dmax = max(dmax, h[a, c] - h[a, a])
+    # At s = dmin + logit/beta every A_aa <= yc, at dmax + logit/beta every A_aa >= yc.
+    lo = dmin + logit / beta
+    hi = dmax + logit / beta
+    s = 0.5 * (lo + hi)
+    for _ in range(200):
+        g, dg = _diag_shift_g(beta, h, s)
+        f = g - yc
+        if f == 0.0:
+            break
+        if f > 0.0:
+            hi = s
+        else:
+            lo = s
+        sn = s - f / dg if dg > 0.0 else 0.5 * (lo + hi)
+        if not (lo < sn < hi):
+            sn = 0.5 * (lo + hi)
+        if abs(sn - s) <= 1e-15 * (1.0 + abs(s)) or hi - lo <= 1e-15 * (1.0 + abs(s)):
+            s = sn
+            break
+        s = sn
+    for k in range(ka.size):
+        if ka[k] == kb[k]:
+            u0[k] += s / tau[k]
+
+
+# ------------------------------------------------------------ linear algebra
+@njit(cache=True)
+def _cholesky(A, shift, C):
+    """Lower Cholesky factor of A + shift I into C; False if not positive definite."""
+    K = A.shape[0]
+    for j in range(K):
+        s = A[j, j] + shift
+        for p in range(j):
+            s -= C[j, p] * C[j, p]
+        if not (s > 0.0) or not math.isfinite(s):
+            return False
+        cjj = math.sqrt(s)
+        C[j, j] = cjj
+        for i in range(j + 1, K):
+            t = A[i, j]
+            for p in range(j):
+                t -= C[i, p] * C[j, p]
+            C[i, j] = t / cjj
+    return True
+
+
+@njit(cache=True)
+def _chol_solve_neg(C, b, x):
+    """x = -(C C^T)^{-1} b."""
+    K = b.size
+    for i in range(K):
+        t = -b[i]
+        for p in range(i):
+            t -= C[i, p] * x[p]
+        x[i] = t / C[i, i]
+    for i in range(K - 1, -1, -1):
+        t = x[i]
+        for p in range(i + 1, K):
+            t -= C[p, i] * x[p]
+        x[i] = t / C[i, i]
+
+
+@njit(cache=True)
+def _trace_inverse(A, aug):
+    """tr(A^{-1}) by Gauss-Jordan with partial pivoting (A is not modified).
+
+    Works for indefinite A as well (the prox can end at a non-converged point);
+    returns nan if A is numerically singular.
+    """
+    K = A.shape[0]
+    for i in range(K):
+        for j in range(K):
+            aug[i, j] = A[i, j]
+            aug[i, K + j] = 1.0 if i == j else 0.0
+    for col in range(K):
+        piv = col
+        best = abs(aug[col, col])
+        for i in range(col + 1, K):
+            if abs(aug[i, col]) > best:
+                best = abs(aug[i, col])
+                piv = i
+        if not (best > 0.0):
+            return np.nan
+        if piv != col:
+            for j in range(2 * K):
+                tmp = aug[col, j]
+                aug[col, j] = aug[piv, j]
+                aug[piv, j] = tmp
+        inv = 1.0 / aug[col, col]
+        for j in range(2 * K):
+            aug[col, j] *= inv
+        for i in range(K):
+            if i != col:
+                f = aug[i, col]
+                if f != 0.0:
+                    for j in range(2 * K):
+                        aug[i, j] -= f * aug[col, j]
+    tr = 0.0
+    for i in range(K):
+        tr += aug[i, K + i]
+    return tr
+
+
+# ------------------------------------------------------- built-in dispatch
+@njit(cache=True)
+def _eval_builtin(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    # par = (beta, kind)
+    if par[1] == SEQ2LAB:
+        return _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess)
+    return _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess)
+
+
+@njit(cache=True)
+def _start_builtin(y, omega, V, par, ka, kb, tau, work, u0):
+    if par[1] == SEQ2LAB:
+        _start_seq2lab(y, omega, V, par, ka, kb, tau, work, u0)
+    else:
+        _start_softmax(y, omega, V, par, ka, kb, tau, work, u0)
+
+
+# The Newton and batch code below calls the evaluator and the start rule
+# through the module globals ``_evalf`` and ``_startf``.  Passing them as
+# function arguments would be the obvious design, but Numba then sometimes
+# embeds the callee's address in the caller and refuses to cache it; with
+# globals the built-in channels are cached, and a user channel gets its own
+# copies of these functions bound to its closures (:func:`_rebind`).
+_evalf = _eval_builtin
+_startf = _start_builtin
+
+
+# ----------------------------------------------------------------- Newton
+@njit(cache=True)
+def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, gF, d, ut):
+    """Minimise F from the start in ``u`` (overwritten); returns (F(u), status).
+
+    Modified Newton: the step solves (H_F + mu I) d = -grad F with mu = 0 when
+    the Hessian H_F = H_l + I/V is positive definite (Cholesky succeeds) and
+    otherwise the first mu of b, 2b, 4b, ... (b = 1e-3 times the scale of
+    H_F, offset by -min diag H_F when that is negative) that makes it so: a
+    descent direction that is the Newton step near a strict local minimum,
+    hence quadratic convergence there, and that leans towards -grad F where F
+    is concave.  Armijo backtracking (c1 = 1e-4, halving) globalises it; F
+    values equal within rounding (1e-15 relative) count as a decrease so that
+    the last quadratically convergent steps are not rejected.
+
+    Convergence: ||grad F||_inf <= gtol * scale with
+    scale = 1 + ||grad l||_inf + (||u||_inf + ||omega||_inf)/V, the size of the
+    terms whose rounding limits grad F (relative accuracy, and u - omega known
+    to eps |u| only, amplified by 1/V).  A point that meets it with H_F not
+    positive definite is reported as SADDLE, not CONVERGED.
+    """
+    K = u.size
+    invV = 1.0 / V
+    F = np.inf
+    for it in range(maxit + 1):
+        l = _evalf(u, y, par, ka, kb, tau, 2, work, grad, hess)
+        quad = 0.0
+        gmax = 0.0
+        glmax = 0.0
+        umax = 0.0
+        omax = 0.0
+        for k in range(K):
+            diff = u[k] - omega[k]
+            quad += diff * diff
+            gF[k] = grad[k] + diff * invV
+            gmax = max(gmax, abs(gF[k]))
+            glmax = max(glmax, abs(grad[k]))
+            umax = max(umax, abs(u[k]))
+            omax = max(omax, abs(omega[k]))
+        F = l + 0.5 * quad * invV
+        if not math.isfinite(F) or not math.isfinite(gmax):
+            return F, STALLED
+        hmax = 0.0
+        for k in range(K):
+            for k2 in range(K):
+                hmax = max(hmax, abs(hess[k, k2]))
+            hess[k, k] += invV
+        pd = _cholesky(hess, 0.0, C)
+        if gmax <= gtol * (1.0 + glmax + (umax + omax) * invV):
+            return F, (CONVERGED if pd else SADDLE)
+        if it == maxit:
+            break
+        if not pd:
+            b = 1e-3 * (hmax + invV)
+            dmin = hess[0, 0]
+            for k in range(1, K):
+                dmin = min(dmin, hess[k, k])
+            mu = b if dmin > 0.0 else b - dmin
+            for _ in range(200):
+                if _cholesky(hess, mu, C):
+                    break
+                mu = max(2.0 * mu, b)
+        _chol_solve_neg(C, gF, d)
+        slope = 0.0
+        for k in range(K):
+            slope += gF[k] * d[k]
+        t = 1.0
+        accepted = False
+        for _ in range(60):
+            q2 = 0.0
+            for k in range(K):
+                ut[k] = u[k] + t * d[k]
+                diff = ut[k] - omega[k]
+                q2 += diff * diff
+            Ft = _evalf(ut, y, par, ka, kb, tau, 0, work, grad, hess) + 0.5 * q2 * invV
+            if Ft <= F + 1e-4 * t * slope + 1e-15 * (1.0 + abs(F)):
+                accepted = True
+                break
+            t *= 0.5
+        if not accepted:
+            return F, STALLED
+        for k in range(K):
+            u[k] = ut[k]
+    return F, MAX_ITER
+
+
+@njit(cache=True)
+def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
+              U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat):
+    """Multi-start prox of one sample; writes uhat, returns (F, failed, trace term).
+
+    Four Newton runs: from (i) omega, (ii) the channel's data-consistent point,
+    (iii) their midpoint, and (iv) from (ii) along the continuation
+    V' = CONTINUATION[0] V, ..., V (each stage warm-started by the previous).
+    Path (iv) is needed because a full Newton step from a saturated start
+    (where l is flat and F is nearly the quadratic term) jumps straight back
+    to omega's basin, past the minima near the data; decreasing V' gradually
+    follows the data-side branch of minimisers instead.  The end point of
+    lowest F is returned (NaN counts as +inf) even when it did not converge --
+    it then lies in a better basin than any converged end point -- and
+    ``failed`` says that it is not a converged local minimum.
+    Trace term: t = tr(I - (I + V H)^{-1}) = K - tr((I + V H)^{-1}), H the
+    Hessian of l at uhat.
+    """
+    K = omega.size
+    for k in range(K):
+        U[0, k] = omega[k]
+    _startf(y, omega, V, par, ka, kb, tau, work, U[1])
+    for k in range(K):
+        U[2, k] = 0.5 * (U[0, k] + U[1, k])
+        U[3, k] = U[1, k]
+    for Vc in CONTINUATION:
+        _newton(y, omega, Vc * V, par, ka, kb, tau, gtol, maxit, work, U[3], grad, hess, C,
+                gF, d, ut)
+    best = -1
+    Fbest = np.inf
+    for s in range(4):
+        Fs[s], st[s] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
+                               U[s], grad, hess, C, gF, d, ut)
+        if best < 0 or Fs[s] < Fbest:
+            best = s
+            Fbest = Fs[s] if math.isfinite(Fs[s]) else np.inf
+    for k in range(K):
+        uhat[k] = U[best, k]
+    l = _evalf(uhat, y, par, ka, kb, tau, 2, work, grad, hess)
+    quad = 0.0
+    for k in range(K):
+        diff = uhat[k] - omega[k]
+        quad += diff * diff
+        for k2 in range(K):
+            C[k, k2] = V * hess[k, k2]
+        C[k, k] += 1.0
+    trace = K - _trace_inverse(C, aug)
+    return l + 0.5 * quad / V, st[best] != CONVERGED, trace
+
+
+@njit(cache=True)
+def _start_weak(y, omega, V, par, ka, kb, tau, work, u0):
+    """Generic data-consistent start: Newton from omega on l + ||u - omega||^2/(2 * 100 V)."""
+    K = omega.size
+    for k in range(K):
+        u0[k] = omega[k]
+    _newton(y, omega, 100.0 * V, par, ka, kb, tau, 1e-9, 100, work, u0, np.empty(K),
+            np.empty((K, K)), np.empty((K, K)), np.empty(K), np.empty(K), np.empty(K))
+
+
+@njit(cache=True)
+def _prox_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
+                uhat, gout, trace, obj, failed):
+    K = Omega.shape[1]
+    work = np.empty(wsize)
+    U = np.empty((4, K))
+    Fs = np.empty(4)
+    st = np.empty(4, np.int64)
+    grad = np.empty(K)
+    hess = np.empty((K, K))
+    C = np.empty((K, K))
+    gF = np.empty(K)
+    d = np.empty(K)
+    ut = np.empty(K)
+    aug = np.empty((K, 2 * K))
+    for i in range(lo, hi):
+        F, fl, t = _prox_one(Y[i], Omega[i], V, par, ka, kb, tau, gtol, maxit,
+                             work, U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat[i])
+        obj[i] = F
+        failed[i] = fl
+        trace[i] = t
+        for k in range(K):
+            gout[i, k] = (uhat[i, k] - Omega[i, k]) / V
+
+
+@njit(cache=True)
+def _newton_chunk(lo, hi, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize, U, F, status):
+    K = Omega.shape[1]
+    work = np.empty(wsize)
+    grad = np.empty(K)
+    hess = np.empty((K, K))
+    C = np.empty((K, K))
+    gF = np.empty(K)
+    d = np.empty(K)
+    ut = np.empty(K)
+    for i in range(lo, hi):
+        for k in range(K):
+            U[i, k] = U0[i, k]
+        F[i], status[i] = _newton(Y[i], Omega[i], V, par, ka, kb, tau, gtol, maxit,
+                                  work, U[i], grad, hess, C, gF, d, ut)
+
+
+@njit(cache=True)
+def _starts_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, wsize, S):
+    work = np.empty(wsize)
+    K = Omega.shape[1]
+    for i in range(lo, hi):
+        for k in range(K):
+            S[i, 0, k] = Omega[i, k]
+        _startf(Y[i], Omega[i], V, par, ka, kb, tau, work, S[i, 1])
+        for k in range(K):
+            S[i, 2, k] = 0.5 * (S[i, 0, k] + S[i, 1, k])
+
+
+# ------------------------------------------------------------ batch drivers
+@njit(cache=True, parallel=True)
+def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize):
+    """Multi-start prox of n samples: (uhat, g_out, trace, objective, failed)."""
+    n, K = Omega.shape
+    uhat = np.empty((n, K))
+    gout = np.empty((n, K))
+    trace = np.empty(n)
+    obj = np.empty(n)
+    failed = np.zeros(n, dtype=np.bool_)
+    nchunk = (n + _CHUNK - 1) // _CHUNK
+    for c in prange(nchunk):
+        lo = c * _CHUNK
+        _prox_chunk(lo, min(n, lo + _CHUNK), Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
+                    uhat, gout, trace, obj, failed)
+    return uhat, gout, trace, obj, failed
+
+
+# The two diagnostics drivers below are serial: they serve tests and small
+# studies, and a parallel loop costs seconds of compilation each.
+@njit(cache=True)
+def newton_batch(Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize):
+    """Single-start Newton from U0 (n, K): (U, F, status)."""
+    n, K = Omega.shape
+    U = np.empty((n, K))
+    F = np.empty(n)
+    status = np.empty(n, dtype=np.int64)
+    _newton_chunk(0, n, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize, U, F, status)
+    return U, F, status
+
+
+@njit(cache=True)
+def starts_batch(Y, Omega, V, par, ka, kb, tau, wsize):
+    """The three starting points of the prox, shape (n, 3, K)."""
+    n, K = Omega.shape
+    S = np.empty((n, 3, K))
+    _starts_chunk(0, n, Y, Omega, V, par, ka, kb, tau, wsize, S)
+    return S
+
+
+@njit(cache=True)
+def loss_grad_hess_one(y, u, par, ka, kb, tau, wsize):
+    """(l, grad_u l, Hessian_u l) of one sample."""
+    K = u.size
+    grad = np.empty(K)
+    hess = np.empty((K, K))
+    l = _evalf(u, y, par, ka, kb, tau, 2, np.empty(wsize), grad, hess)
+    return l, grad, hess
+
+
+_TEMPLATES = ("_newton", "_prox_one", "_start_weak", "_prox_chunk", "_newton_chunk",
+              "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one")
+_PARALLEL = ("prox_batch",)
+
+
+def _rebind(evalf, startf) -> dict:
+    """Copies of the Newton and batch functions calling ``evalf``/``startf``.
+
+    ``startf=None`` selects the generic start :func:`_start_weak`.  The copies
+    share one globals namespace, so they call each other; they are compiled on
+    first use and not cached (they depend on the user's closures).
+    """
+    ns = dict(globals())
+    ns["_evalf"] = evalf
+    for name in _TEMPLATES:
+        py = globals()[name].py_func
+        fn = types.FunctionType(py.__code__, ns, py.__name__, py.__defaults__, py.__closure__)
+        fn.__doc__ = py.__doc__
+        ns[name] = njit(parallel=name in _PARALLEL)(fn)
+    ns["_startf"] = ns["_start_weak"] if startf is None else startf
+    return ns
+
+
+# ---------------------------------------------------- user-defined channels
+# Step of the central differences of the u-gradient that give a user channel's
+# Hessian: with an exact gradient, eps^(1/3) (error ~ eps^(2/3)); with a
+# finite-difference gradient, whose own error e_g ~ 4e-11 plays the role of
+# eps, the balance is at e_g^(1/3) ~ 3e-4, giving ~1e-7 relative error.
+FD_HESS_STEP_EXACT_GRAD = FD_STEP
+FD_HESS_STEP_FD_GRAD = 3e-4
+
+
+def make_custom_kernels(g, jac, start, L: int, M: int) -> dict:
+    """Kernels of a user channel, compiled on first use (closures around g, jac, start).
+
+    Returns a dict with the batch drivers ``prox_batch``, ``newton_batch``,
+    ``starts_batch``, ``loss_grad_hess_one`` (same signatures as the
+    module-level ones), the evaluator ``evalf``, and ``outputs`` (H (n, L, L) -> (n, M)),
+    ``loss_grad_h`` ((Y, H) -> (loss (n,), G (n, L, L))), ``jac``
+    (h -> (M, L, L)).
+
+    Without ``jac`` the Jacobian is a central difference in each of the L^2
+    entries of h, step FD_STEP * max(1, |h_ab|) (FD_STEP = eps^(1/3) ~ 6e-6),
+    accurate to about 1e-10 relative for a smooth g of O(1) derivatives.  The
+    Hessian of l in u is always a central difference of the u-gradient (step
+    FD_HESS_STEP_EXACT_GRAD or FD_HESS_STEP_FD_GRAD times max(1, |u_k|)),
+    symmetrised.  ``start(y, omega) -> u0`` gives the data-consistent start;
+    without it the prox uses :func:`_start_weak`.
+    """
+    has_jac = jac is not None
+    hstep = FD_HESS_STEP_EXACT_GRAD if has_jac else FD_HESS_STEP_FD_GRAD
+    fstep = FD_STEP
+
+    if has_jac:
+        jacf = jac
+    else:
+        @njit
+        def jacf(h):
+            J = np.empty((M, L, L))
+            hp = h.copy()
+            for a in range(L):
+                for b in range(L):
+                    x = h[a, b]
+                    s = fstep * max(1.0, abs(x))
+                    hp[a, b] = x + s
+                    gp = g(hp)
+                    hp[a, b] = x - s
+                    gm = g(hp)
+                    hp[a, b] = x
+                    # The representable difference, not 2 s, is the true step.
+                    den = (x + s) - (x - s)
+                    for m in range(M):
+                        J[m, a, b] = (gp[m] - gm[m]) / den
+            return J
+
+    @njit
+    def _loss_G(h, y, G):
+        gv = g(h)
+        loss = 0.0
+        for m in range(M):
+            r = gv[m] - y[m]
+            loss += r * r
+        J = jacf(h)
+        for a in range(L):
+            for b in range(L):
+                s = 0.0
+                for m in range(M):
+                    s += (gv[m] - y[m]) * J[m, a, b]
+                G[a, b] = s
+        return 0.5 * loss
+
+    @njit
+    def _grad_u_at(u, y, ka, kb, tau, h, G, grad):
+        _h_from_u(u, ka, kb, tau, h)
+        loss = _loss_G(h, y, G)
+        _grad_to_u(G, ka, kb, tau, grad)
+        return loss
+
+    @njit
+    def evalf(u, y, par, ka, kb, tau, mode, work, grad, hess):
+        h = np.empty((L, L))
+        _h_from_u(u, ka, kb, tau, h)
+        if mode == 0:
+            gv = g(h)
+            loss = 0.0
+            for m in range(M):
+                r = gv[m] - y[m]
+                loss += r * r
+            return 0.5 * loss
+        G = np.empty((L, L))
+        loss = _grad_u_at(u, y, ka, kb, tau, h, G, grad)
+        if mode >= 2:
+            K = u.size
+            up = u.copy()
+            gp = np.empty(K)
+            gm = np.empty(K)
+            for k in range(K):
+                x = u[k]
+                s = hstep * max(1.0, abs(x))
+                up[k] = x + s
+                _grad_u_at(up, y, ka, kb, tau, h, G, gp)
+                up[k] = x - s
+                _grad_u_at(up, y, ka, kb, tau, h, G, gm)
+                up[k] = x
+                den = (x + s) - (x - s)
+                for k2 in range(K):
+                    hess[k2, k] = (gp[k2] - gm[k2]) / den
+            for k in range(K):
+                for k2 in range(k + 1, K):
+                    v = 0.5 * (hess[k, k2] + hess[k2, k])
+                    hess[k, k2] = v
+                    hess[k2, k] = v
+        return loss
+
+    startf = None
+    if start is not None:
+        @njit
+        def startf(y, omega, V, par, ka, kb, tau, work, u0):
+            s = start(y, omega)
+            for k in range(u0.size):
+                u0[k] = s[k]
+
+    @njit(parallel=True)
+    def outputs(H):
+        n = H.shape[0]
+        out = np.empty((n, M))
+        for i in prange(n):
+            gv = g(np.ascontiguousarray(H[i]))
+            for m in range(M):
+                out[i, m] = gv[m]
+        return out
+
+    @njit(parallel=True)
+    def loss_grad_h(Y, H):
+        n = H.shape[0]
+        loss = np.empty(n)
+        G = np.empty((n, L, L))
+        for i in prange(n):
+            loss[i] = _loss_G(np.ascontiguousarray(H[i]), Y[i], G[i])
+        return loss, G
+
+    ns = _rebind(evalf, startf)
+    out = {name: ns[name] for name in ("prox_batch", "newton_batch", "starts_batch",
+                                       "loss_grad_hess_one")}
+    out.update(outputs=outputs, loss_grad_h=loss_grad_h, jac=jacf, evalf=evalf)
+    return out

@@ -1,0 +1,56 @@
+"""Seq2lab channel: one scalar label, the mean self-attention (THEORY 1).
+
+g(h) = (1/L) Tr softmax_rows(beta h) = (1/L) sum_a softmax(beta h_a)_a, M = 1,
+l(y, h) = 1/2 (y - g(h))^2.  With A_a = softmax(beta h_a) and r = g - y,
+
+    dg/dh_ac = (beta/L) A_aa (delta_ac - A_ac),     dl/dh_ac = r dg/dh_ac
+
+(all L^2 entries independent); the Hessian of l is dg dg^T plus r times the
+row-block-diagonal Hessian of g (see :mod:`amp_attention._channel_kernels`).
+For L = 1, g = 1 identically: the loss is constant and the prox is omega.
+
+Small beta: g = 1/L + (beta/L^2) sum_a (h_aa - hbar_a) + O(beta^2),
+hbar_a = mean_b h_ab.
+
+Data-consistent start of the prox: h(omega) + s I with s solving g = y (y
+clipped to [1e-12, 1 - 1e-12]).  Shifting every diagonal logit by s raises
+every A_aa, so g is strictly increasing in s from 0 to 1 and the root is
+unique; among the data-consistent points it is the one reached from omega by
+moving only the diagonal logits, all by the same amount.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _channel_kernels as ck
+from .softmax import BuiltinNewtonChannel, _as_2d, softmax_rows
+
+
+class Seq2LabChannel(BuiltinNewtonChannel):
+    """g(h) = (1/L) Tr softmax_rows(beta h); see the module docstring.
+
+    Arguments as :class:`~amp_attention.channels.softmax.SoftmaxChannel`:
+    L >= 1 integer, beta > 0, noise (variance Delta) >= 0, noise_at in
+    {"output", "logit"}.
+    """
+
+    name = "seq2lab"
+    M = 1
+    _kind = ck.SEQ2LAB
+
+    def outputs(self, H: np.ndarray) -> np.ndarray:
+        """(1/L) Tr softmax_rows(beta H), shape (n, 1)."""
+        H = self._check_H(H)
+        A = softmax_rows(H, self.beta)
+        return np.trace(A, axis1=1, axis2=2)[:, None] / self.L
+
+    def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
+        H = self._check_H(H)
+        Y = _as_2d("y", y, 1)[:, 0]
+        A = softmax_rows(H, self.beta)
+        diag = np.diagonal(A, axis1=1, axis2=2)
+        r = diag.mean(axis=1) - Y
+        dg = (self.beta / self.L) * diag[:, :, None] * (np.eye(self.L) - A)
+        return 0.5 * r * r, r[:, None, None] * dg
