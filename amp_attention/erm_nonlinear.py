@@ -46,7 +46,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from .data import Dataset, check_dimension, check_seed, n_samples, sample_target_matrix, sample_tokens
-from .operators import preactivations, preactivations_adjoint
+from .operators import preactivations, preactivations_adjoint, top_eigenvalue_sym
 from .spec import CHANNELS, Problem
 from .spectral_maps import psd_soft_threshold
 from .training import ERMResult, rank_cap
@@ -262,21 +262,11 @@ def objective_W(
 
 
 def _operator_norm_sq(X: np.ndarray, rng: np.random.Generator, iters: int = 30) -> float:
-    """lambda_max(A*A) on Sym(d) by power iteration: the Lipschitz constant of grad f for
-    the loss 1/2 ||h||_F^2, used as the curvature scale of the stopping rule and as APG's
-    first step (power iteration approaches it from below; APG backtracks)."""
-    d = X.shape[2]
-    v = rng.standard_normal((d, d))
-    v = 0.5 * (v + v.T)
-    v /= np.linalg.norm(v)
-    lam_max = 0.0
-    for _ in range(iters):
-        w = preactivations_adjoint(X, preactivations(X, v))
-        lam_max = float(np.linalg.norm(w))
-        if lam_max == 0.0:
-            return 0.0
-        v = w / lam_max
-    return lam_max
+    """lambda_max(A*A) on Sym(d) for the full L x L pre-activation map: the Lipschitz
+    constant of grad f for the loss 1/2 ||h||_F^2, used as the curvature scale of the
+    stopping rule and as APG's first step (APG backtracks)."""
+    return top_eigenvalue_sym(lambda v: preactivations_adjoint(X, preactivations(X, v)),
+                              X.shape[2], rng, iters)
 
 
 # ---------------------------------------------------------------- stopping rule

@@ -124,3 +124,23 @@ def linear_loss_and_grad(
     """
     r = measure(X, S) - y
     return 0.5 * float(np.sum(r * r)), measure_adjoint(X, r)
+
+
+def top_eigenvalue_sym(apply, d: int, rng: np.random.Generator, iters: int = 30) -> float:
+    """Largest eigenvalue of a PSD linear map ``apply`` on Sym(d) by power iteration.
+
+    With ``apply = A* A`` for a measurement operator A this is the Lipschitz
+    constant of the gradient of 1/2 ||A(S) - y||^2.  Power iteration approaches
+    it from below: callers add a safety factor or backtrack.
+    """
+    v = rng.standard_normal((d, d))
+    v = 0.5 * (v + v.T)
+    v /= np.linalg.norm(v)
+    lam_max = 0.0
+    for _ in range(iters):
+        w = apply(v)
+        lam_max = float(np.linalg.norm(w))
+        if lam_max == 0.0:
+            return 0.0
+        v = w / lam_max
+    return lam_max

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .data import Dataset, check_dimension, check_seed, generate_dataset
-from .operators import measure, measure_adjoint
+from .operators import measure, measure_adjoint, top_eigenvalue_sym
 from .spec import Problem
 from .spectral_maps import psd_soft_threshold
 
@@ -103,28 +103,10 @@ def _inner(A: np.ndarray, B: np.ndarray) -> float:
     return float(np.vdot(A, B))
 
 
-def _random_symmetric(d: int, rng: np.random.Generator) -> np.ndarray:
-    G = rng.standard_normal((d, d))
-    return (G + G.T) / 2.0
-
-
 def estimate_lipschitz(X: np.ndarray, rng: np.random.Generator, iters: int = 30) -> float:
-    """Top eigenvalue of B*B on Sym(d) (the Lipschitz constant of grad f), by power iteration.
-
-    Power iteration approaches it from below, hence the caller's safety factor
-    and backtracking.
-    """
-    d = X.shape[2]
-    v = _random_symmetric(d, rng)
-    v /= np.linalg.norm(v)
-    lam_max = 0.0
-    for _ in range(iters):
-        w = measure_adjoint(X, measure(X, v))
-        lam_max = float(np.linalg.norm(w))
-        if lam_max == 0.0:
-            return 0.0
-        v = w / lam_max
-    return lam_max
+    """Top eigenvalue of B*B on Sym(d) for the upper-triangle measurements B (the
+    Lipschitz constant of grad f); the caller adds a safety factor and backtracks."""
+    return top_eigenvalue_sym(lambda v: measure_adjoint(X, measure(X, v)), X.shape[2], rng, iters)
 
 
 def _summarise(
