@@ -165,9 +165,7 @@ def _error(message: str) -> int:
 
 
 def _not_available(channel: str, exc: Exception) -> int:
-    if channel != "linear":
-        return _error(f"channel {channel!r} is not yet available (linear only; see issue 3)")
-    return _error(str(exc))
+    return _error(f"channel {channel!r}: {exc}")
 
 
 # --------------------------------------------------------------------------- parser
@@ -188,7 +186,8 @@ def _problem_parent() -> argparse.ArgumentParser:
                    help="output function g of h: linear y_ab = h_ab(S0), a <= b (K = L(L+1)/2 "
                         "outputs); softmax: seq2seq y = softmax_rows(beta h(S0)) (L^2 outputs); "
                         "seq2lab: y = (1/L) Tr softmax_rows(beta h(S0)) (1 output). "
-                        "Only linear is implemented so far (default: linear)")
+                        "softmax and seq2lab use Monte-Carlo channel integrals, see --mc-* "
+                        "(default: linear)")
     g.add_argument("--L", type=int, default=1, metavar="L",
                    help="tokens per sample; L = 1 with the linear channel is the quadratic "
                         "network (default: 1)")
