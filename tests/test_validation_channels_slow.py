@@ -1,0 +1,34 @@
+"""Slow: SE vs direct ERM for softmax (L = 2, 3) and seq2lab (L = 2) (issue 3).
+
+Protocol in validation_channels.py.  Run:
+    AMP_RECORD=1 python -m pytest -m slow tests/test_validation_channels_slow.py
+(AMP_RECORD=1 rewrites tests/data/channels_finite_size.json).
+"""
+
+import json
+import os
+
+import pytest
+
+from validation_channels import POINTS, QUANTITIES, RECORD, run_point
+
+pytestmark = pytest.mark.slow
+
+_results: dict = {}
+
+
+@pytest.mark.parametrize("name", list(POINTS))
+def test_se_matches_extrapolated_erm(name):
+    res = run_point(name)
+    _results[name] = res
+    for q in QUANTITIES:
+        fit = res["fits"][q]
+        theory = res["se"][q]
+        tol = max(0.05 * abs(theory), 2.0 * fit["intercept_se"])
+        assert abs(fit["intercept"] - theory) <= tol, (name, q, fit, theory)
+
+
+def test_write_record():
+    if os.environ.get("AMP_RECORD") != "1" or len(_results) != len(POINTS):
+        pytest.skip("set AMP_RECORD=1 and run the whole module to rewrite the record")
+    RECORD.write_text(json.dumps(_results, indent=1, sort_keys=True))
