@@ -116,25 +116,35 @@ class MonteCarloChannel:
     def name(self) -> str:
         return self.channel.name
 
+    # Below this V the prox is evaluated at V_MIN: uhat = omega - V grad l + O(V^2), so
+    # g_out -> -grad l(omega) and tr(I - (I + V H)^-1)/V -> tr H with an O(V_MIN |H|)
+    # relative bias, far below the Monte-Carlo error.  Needed at the trivial fixed
+    # point Shat = 0 (q = V = 0), which a large lam produces.
+    V_MIN = 1e-7
+
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
-        if not (q > 0 and V > 0):
-            raise ValueError(f"the channel expectations need q > 0 and V > 0, got q={q!r}, V={V!r}")
-        rest = Q0 - m * m / q
+        if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
+            raise ValueError(f"the channel expectations need q >= 0 and V >= 0, got q={q!r}, V={V!r}")
+        if q == 0 and m != 0:
+            raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q=0)")
+        slope = m / q if q > 0 else 0.0  # q = 0: omega = 0 and u* is independent of it
+        rest = Q0 - m * slope
         if rest < 0:
             raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q={q!r}, Q0={Q0!r})")
+        V_eff = max(V, self.V_MIN)
         ch, L = self.channel, self.channel.L
         per = np.empty((self.draws.replicas, len(SE_FIELDS)))
         for r in range(self.draws.replicas):
             omega = math.sqrt(q) * self.draws.omega[r]
-            ustar = (m / q) * omega + math.sqrt(rest) * self.draws.z[r]
+            ustar = slope * omega + math.sqrt(rest) * self.draws.z[r]
             y = labels_from_noise(ch, h_from_u(ustar, L), self.draws.noise[r])
-            px = ch.prox_batch(y, omega, V)
+            px = ch.prox_batch(y, omega, V_eff)
             self.n_failed += int(px.n_failed)
             self.n_evaluated += omega.shape[0]
             g = px.g_out
-            mh = 2 * alpha * np.mean(np.sum(g * (ustar - (m / q) * omega), axis=1)) / rest if rest > 0 else 0.0
+            mh = 2 * alpha * np.mean(np.sum(g * (ustar - slope * omega), axis=1)) / rest if rest > 0 else 0.0
             qh = 2 * alpha * np.mean(np.sum(g * g, axis=1))
-            Vh = 2 * alpha * np.mean(px.trace_term) / V
+            Vh = 2 * alpha * np.mean(px.trace_term) / V_eff
             train = np.mean(ch.train_terms(y, px.uhat))
             test = np.mean(ch.test_terms(ustar, omega))
             per[r] = (mh, qh, Vh, train, test, 0.5 * train)

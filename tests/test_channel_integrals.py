@@ -44,8 +44,21 @@ def test_invalid_overlaps_are_rejected():
     mc = MonteCarloChannel(LinearChannel(1, 0.0), log2_n=6, replicas=2)
     with pytest.raises(ValueError, match="m\\^2 <= q Q0"):
         mc.se(2.0, 1.0, 0.5, 1.5, 0.5)
-    with pytest.raises(ValueError, match="q > 0"):
-        mc.se(0.0, 0.0, 0.5, 1.5, 0.5)
+    with pytest.raises(ValueError, match="q >= 0"):
+        mc.se(0.0, -1.0, 0.5, 1.5, 0.5)
+    with pytest.raises(ValueError, match="m\\^2 <= q Q0"):
+        mc.se(0.1, 0.0, 0.5, 1.5, 0.5)
+
+
+def test_trivial_point_q_and_V_zero_is_the_limit_of_the_closed_forms():
+    """At Shat = 0 (q = V = 0; large lam) the expectations are the V -> 0 limits:
+    g_out = -grad l(omega), Vh = 2 alpha E tr H.  Checked on the linear channel."""
+    ch = LinearChannel(2, 0.3)
+    mc = MonteCarloChannel(ch, log2_n=10, replicas=4, seed=3)
+    est = mc.se(0.0, 0.0, 0.0, 1.5, 0.8)
+    exact = ch.se(0.0, 0.0, 0.0, 1.5, 0.8)
+    for name in SE_FIELDS:
+        assert abs(getattr(est, name) - getattr(exact, name)) <= 4 * mc.last_stderr[name] + 1e-6 * abs(getattr(exact, name)), name
 
 
 def test_linear_output_channel_with_diagonal_tau_is_the_linear_channel():

@@ -19,7 +19,11 @@ _results: dict = {}
 
 @pytest.mark.parametrize("name", list(POINTS))
 def test_se_matches_extrapolated_erm(name):
-    res = run_point(name)
+    try:
+        res = run_point(name)
+    except Exception as exc:  # recorded, so that one failing point keeps the others
+        _results[name] = {"name": name, "error": repr(exc)}
+        raise
     _results[name] = res
     for q in QUANTITIES:
         fit = res["fits"][q]
