@@ -39,7 +39,7 @@ import math
 import sys
 import time
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import numpy as np
@@ -133,29 +133,6 @@ class ChannelERMResult(ERMResult):
     best_restart: int = 0
     method: str = ""
     seconds: float = math.nan
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field except the matrix S, as plain JSON-able Python values."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name == "S":
-                continue
-            v = getattr(self, f.name)
-            if isinstance(v, tuple):
-                out[f.name] = [
-                    bool(x) if isinstance(x, (bool, np.bool_))
-                    else int(x) if isinstance(x, (int, np.integer)) else float(x)
-                    for x in v
-                ]
-            elif isinstance(v, str):
-                out[f.name] = v
-            elif isinstance(v, (bool, np.bool_)):
-                out[f.name] = bool(v)
-            elif isinstance(v, (int, np.integer)):
-                out[f.name] = int(v)
-            else:
-                out[f.name] = float(v)
-        return out
 
 
 # --------------------------------------------------------------------------- data

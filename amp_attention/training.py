@@ -55,6 +55,16 @@ STAT_FIELDS = (
 )
 
 
+def _plain(v: Any) -> Any:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    return float(v)
+
+
 @dataclass(frozen=True, eq=False)
 class ERMResult:
     """Outcome of one direct-ERM run at dimension d (see module docstring)."""
@@ -76,18 +86,14 @@ class ERMResult:
     S: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field except the matrix S, as plain Python floats/ints/bools."""
+        """Every field except the matrix S, as plain JSON-able Python values
+        (also the extra fields of subclasses: strings and tuples of numbers)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "S":
                 continue
             v = getattr(self, f.name)
-            if isinstance(v, (bool, np.bool_)):
-                out[f.name] = bool(v)
-            elif isinstance(v, (int, np.integer)):
-                out[f.name] = int(v)
-            else:
-                out[f.name] = float(v)
+            out[f.name] = [_plain(x) for x in v] if isinstance(v, tuple) else _plain(v)
         return out
 
 
