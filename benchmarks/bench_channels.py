@@ -21,7 +21,6 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.channel_integrals import h_from_u, labels_from_noise
 from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 CASES = [("softmax", 2), ("softmax", 3), ("seq2lab", 2)]
@@ -32,8 +31,7 @@ def prox_timing(channel, n: int = 2**16, seed: int = 0) -> tuple[float, int]:
     q, m, Q0, V = 1.0, 0.8, 1.5, 0.7
     omega = math.sqrt(q) * rng.standard_normal((n, channel.K))
     ustar = (m / q) * omega + math.sqrt(Q0 - m * m / q) * rng.standard_normal((n, channel.K))
-    noise = rng.standard_normal((n, channel.K if channel.noise_at == "logit" else channel.M))
-    y = labels_from_noise(channel, h_from_u(ustar, channel.L), noise)
+    y = channel.labels_from_noise(channel.h_from_u(ustar), rng.standard_normal((n, channel.noise_dim)))
     channel.prox_batch(y[:64], omega[:64], V)  # compile
     t0 = time.perf_counter()
     px = channel.prox_batch(y, omega, V)

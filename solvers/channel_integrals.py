@@ -65,37 +65,6 @@ def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int)
     return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:])
 
 
-def h_from_u(u: np.ndarray, L: int) -> np.ndarray:
-    """(n, L, L) symmetric pre-activations from u-coordinates (n, K): h_ab = tau_k u_k."""
-    iu = np.triu_indices(L)
-    tau = np.where(iu[0] == iu[1], math.sqrt(2.0), 1.0)
-    H = np.zeros(u.shape[:-1] + (L, L))
-    H[..., iu[0], iu[1]] = u * tau
-    H[..., iu[1], iu[0]] = u * tau
-    return H
-
-
-def labels_from_noise(channel, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
-    """Labels of the channel's noise model from given standard normals.
-
-    output noise: y = g(h*) + sqrt(Delta) xi, xi (n, M);
-    logit noise:  y = g(h* + sqrt(Delta) E), E symmetric built from (n, K) normals.
-    """
-    s = math.sqrt(channel.noise)
-    if channel.noise_at == "logit":
-        L = channel.L
-        iu = np.triu_indices(L)
-        E = np.zeros(H_star.shape)
-        E[:, iu[0], iu[1]] = noise_std
-        E[:, iu[1], iu[0]] = noise_std
-        return channel.outputs(H_star + s * E)
-    return channel.outputs(H_star) + s * noise_std
-
-
-def noise_dim(channel) -> int:
-    return channel.K if channel.noise_at == "logit" else channel.M
-
-
 class MonteCarloChannel:
     """SE channel side of a (non-linear) channel by RQMC with common random numbers.
 
@@ -107,7 +76,7 @@ class MonteCarloChannel:
 
     def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0):
         self.channel = channel
-        self.draws = channel_draws(channel.K, noise_dim(channel), log2_n, replicas, seed)
+        self.draws = channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
         self.last_stderr: dict[str, float] = {}
         self.n_failed = 0
         self.n_evaluated = 0
@@ -132,12 +101,12 @@ class MonteCarloChannel:
         if rest < 0:
             raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q={q!r}, Q0={Q0!r})")
         V_eff = max(V, self.V_MIN)
-        ch, L = self.channel, self.channel.L
+        ch = self.channel
         per = np.empty((self.draws.replicas, len(SE_FIELDS)))
         for r in range(self.draws.replicas):
             omega = math.sqrt(q) * self.draws.omega[r]
             ustar = slope * omega + math.sqrt(rest) * self.draws.z[r]
-            y = labels_from_noise(ch, h_from_u(ustar, L), self.draws.noise[r])
+            y = ch.labels_from_noise(ch.h_from_u(ustar), self.draws.noise[r])
             px = ch.prox_batch(y, omega, V_eff)
             self.n_failed += int(px.n_failed)
             self.n_evaluated += omega.shape[0]

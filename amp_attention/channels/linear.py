@@ -30,7 +30,7 @@ import numpy as np
 
 from ..spec import NOISE_LOCATIONS, _choice
 from .base import ChannelSE
-from .softmax import ProxBatch, _as_2d
+from .softmax import ProxBatch, _as_2d, symmetric_h
 
 
 class LinearChannel:
@@ -89,11 +89,7 @@ class LinearChannel:
     # ------------------------------------------------- common channel interface
     def h_from_u(self, U: np.ndarray) -> np.ndarray:
         """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
-        U = _as_2d("u", U, self.K)
-        H = np.empty((U.shape[0], self.L, self.L))
-        H[:, self._ka, self._kb] = U * self.tau
-        H[:, self._kb, self._ka] = U * self.tau
-        return H
+        return symmetric_h(_as_2d("u", U, self.K), self._ka, self._kb, self.tau, self.L)
 
     def outputs(self, H: np.ndarray) -> np.ndarray:
         """The upper-triangle entries h_ab, a <= b, row-major: shape (n, K)."""
@@ -102,10 +98,18 @@ class LinearChannel:
             raise ValueError(f"H must have shape (n, {self.L}, {self.L}), got {H.shape}")
         return H[:, self._ka, self._kb]
 
+    @property
+    def noise_dim(self) -> int:
+        """Standard normals per sample: K (output and logit noise coincide here)."""
+        return self.K
+
+    def labels_from_noise(self, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
+        """y_ab = h*_ab + sqrt(Delta) xi_ab, a <= b, from given normals xi (n, K)."""
+        return self.outputs(H_star) + math.sqrt(self.noise) * noise_std
+
     def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """y_ab = h*_ab + sqrt(Delta) xi_ab, a <= b (either noise_at)."""
-        Y = self.outputs(H_star)
-        return Y + math.sqrt(self.noise) * rng.standard_normal(Y.shape)
+        return self.labels_from_noise(H_star, rng.standard_normal((np.shape(H_star)[0], self.K)))
 
     def loss_grad_hess(self, y: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """l = 1/2 sum_k (y_k - tau_k u_k)^2, its u-gradient and u-Hessian diag(tau^2)."""

@@ -77,6 +77,14 @@ def _check_V(V: float) -> float:
     return _positive("V", V)
 
 
+def symmetric_h(U: np.ndarray, ka: np.ndarray, kb: np.ndarray, tau: np.ndarray, L: int) -> np.ndarray:
+    """(n, K) u-coordinates -> (n, L, L) symmetric h with h_ab = h_ba = tau_k u_k (THEORY 3)."""
+    H = np.empty((U.shape[0], L, L))
+    H[:, ka, kb] = U * tau
+    H[:, kb, ka] = U * tau
+    return H
+
+
 def softmax_rows(H: np.ndarray, beta: float) -> np.ndarray:
     """Row-wise softmax of beta H over the last axis (numerically stable)."""
     Z = beta * H
@@ -136,11 +144,27 @@ class NewtonChannel:
     # ------------------------------------------------------------ shared
     def h_from_u(self, U: np.ndarray) -> np.ndarray:
         """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
-        U = _as_2d("u", U, self.K)
-        H = np.empty((U.shape[0], self.L, self.L))
-        H[:, self._ka, self._kb] = U * self._tau
-        H[:, self._kb, self._ka] = U * self._tau
-        return H
+        return symmetric_h(_as_2d("u", U, self.K), self._ka, self._kb, self._tau, self.L)
+
+    @property
+    def noise_dim(self) -> int:
+        """Standard normals per sample of the noise model: K (logit) or M (output)."""
+        return self.K if self.noise_at == "logit" else self.M
+
+    def labels_from_noise(self, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
+        """Labels from given standard normals (n, noise_dim) -- the one noise model,
+        shared by :meth:`sample_labels` and the SE's common random numbers.
+
+        ``noise_at="output"``: y = g(h*) + sqrt(Delta) xi, xi ~ N(0, I_M);
+        ``noise_at="logit"``: y = g(h* + sqrt(Delta) E), E symmetric with
+        E_ab = E_ba i.i.d. N(0, 1) for a <= b.
+        """
+        H_star = self._check_H(H_star)
+        s = math.sqrt(self.noise)
+        if self.noise_at == "logit":
+            E = self.h_from_u(noise_std / self._tau)
+            return self.outputs(H_star + s * E)
+        return self.outputs(H_star) + s * noise_std
 
     def _check_H(self, H: np.ndarray) -> np.ndarray:
         H = np.ascontiguousarray(H, dtype=np.float64)
@@ -149,19 +173,10 @@ class NewtonChannel:
         return H
 
     def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Noisy labels (n, M) of the pre-activations H_star (n, L, L).
-
-        ``noise_at="output"``: y = g(h*) + sqrt(Delta) xi, xi ~ N(0, I_M);
-        ``noise_at="logit"``: y = g(h* + sqrt(Delta) E), E symmetric with
-        E_ab = E_ba i.i.d. N(0, 1) for a <= b.
-        """
+        """Noisy labels (n, M) of the pre-activations H_star (n, L, L)
+        (noise model: :meth:`labels_from_noise`)."""
         H_star = self._check_H(H_star)
-        n = H_star.shape[0]
-        s = math.sqrt(self.noise)
-        if self.noise_at == "logit":
-            E = self.h_from_u(rng.standard_normal((n, self.K)) / self._tau)
-            return self.outputs(H_star + s * E)
-        return self.outputs(H_star) + s * rng.standard_normal((n, self.M))
+        return self.labels_from_noise(H_star, rng.standard_normal((H_star.shape[0], self.noise_dim)))
 
     def loss_grad_hess(self, y: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """(l, grad_u l (K,), Hessian_u l (K, K)) of one sample y (M,), u (K,)."""
