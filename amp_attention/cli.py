@@ -264,10 +264,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="2^M scrambled-Sobol points per replica for the K-dimensional channel "
                         "expectations (common random numbers across iterations) (default: 14)")
     g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
-                   help="independent scramblings; their spread is the reported mc_stderr "
-                        "(default: 8)")
+                   help="independent scramblings; their spread, propagated through the "
+                        "fixed point, is the reported mc_stderr (default: 8)")
     g.add_argument("--mc-seed", type=int, default=0, metavar="SEED",
                    help="seed of the scramblings (default: 0)")
+    g.add_argument("--mc-coarse-log2n", type=int, default=10, metavar="C",
+                   help="two-level solve: find the fixed point on the first 2^C points of "
+                        "every replica, then refine on all 2^M by a few quasi-Newton steps; "
+                        "C >= M iterates on all points throughout (default: 10)")
     g = se.add_argument_group("output")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, <every result field>} instead of a table")
@@ -447,7 +451,8 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
     params = {**problem.to_dict(), "method": args.method, "tol": args.tol,
               "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
     if problem.task.channel != "linear":
-        params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed)
+        params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
+                      mc_coarse_log2n=args.mc_coarse_log2n)
     return params
 
 
@@ -466,7 +471,8 @@ def cmd_se(args: argparse.Namespace) -> int:
     from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
     try:
-        mc = MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed)
+        mc = MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
+                               args.mc_coarse_log2n)
     except ValueError as exc:
         raise CLIError(f"argument --mc-*: {_one_line(str(exc))}") from None
     try:

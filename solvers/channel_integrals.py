@@ -17,7 +17,9 @@ The standard normals (omega/sqrt q, z, noise) are drawn ONCE from scrambled
 Sobol sequences -- common random numbers across SE iterations, so that the SE
 map (m, q, V) -> hats is a deterministic, smooth function and a fixed point
 exists -- in ``replicas`` independent scramblings; the spread over replicas gives
-the standard error reported per field (``mc_stderr``).
+the standard error of each field at fixed overlaps.  How that noise moves the
+fixed point itself is propagated by solvers.state_evolution (delta method over
+the replicas, ``propagated_mc_stderr``).
 """
 
 from __future__ import annotations
@@ -70,16 +72,37 @@ class MonteCarloChannel:
 
     ``log2_n`` Sobol points per replica, ``replicas`` independent scramblings.
     ``se(m, q, V, Q0, alpha)`` returns a :class:`ChannelSE` (replica means) and
-    stores the replica standard errors in ``last_stderr``; ``n_failed`` counts
+    stores the replica standard errors in ``last_stderr`` and the per-replica
+    values (rows: replicas, columns: ``SE_FIELDS``) in ``last_replicas``; ``n_failed`` counts
     proximal problems whose multi-start Newton did not converge.
     """
 
-    def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0):
+    def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
+                 draws: GaussianDraws | None = None):
         self.channel = channel
-        self.draws = channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
+        self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
+                      if draws is None else draws)
         self.last_stderr: dict[str, float] = {}
+        self.last_replicas = np.empty((0, len(SE_FIELDS)))
         self.n_failed = 0
         self.n_evaluated = 0
+        self._cache: tuple | None = None
+
+    @property
+    def log2_n(self) -> int:
+        return int(self.draws.omega.shape[1]).bit_length() - 1
+
+    def prefix(self, log2_n: int) -> "MonteCarloChannel":
+        """The same channel on the first 2**log2_n points of every replica.
+
+        A prefix of a scrambled Sobol sequence of length 2**k is itself a scrambled
+        (0, k, s)-net, so the coarse integrals are a valid RQMC estimate whose
+        points are a subset of the fine ones (used by the two-level SE solve).
+        """
+        n = 2**int(log2_n)
+        d = self.draws
+        return MonteCarloChannel(self.channel, draws=GaussianDraws(
+            d.omega[:, :n], d.z[:, :n], d.noise[:, :n]))
 
     @property
     def name(self) -> str:
@@ -100,6 +123,12 @@ class MonteCarloChannel:
         rest = Q0 - m * slope
         if rest < 0:
             raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q={q!r}, Q0={Q0!r})")
+        key = (m, q, V, Q0, alpha)
+        if self._cache is not None and self._cache[0] == key:
+            # The solver, the result assembly and the error propagation all ask
+            # for the map at the final point: compute it once.
+            self.last_stderr, self.last_replicas = dict(self._cache[2]), self._cache[3]
+            return self._cache[1]
         V_eff = max(V, self.V_MIN)
         ch = self.channel
         per = np.empty((self.draws.replicas, len(SE_FIELDS)))
@@ -120,4 +149,7 @@ class MonteCarloChannel:
         mean = per.mean(axis=0)
         err = per.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
         self.last_stderr = dict(zip(SE_FIELDS, (float(e) for e in err)))
-        return ChannelSE(*(float(v) for v in mean))
+        self.last_replicas = per
+        out = ChannelSE(*(float(v) for v in mean))
+        self._cache = (key, out, dict(self.last_stderr), per)
+        return out

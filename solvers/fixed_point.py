@@ -29,6 +29,20 @@ def relative_residual(x: np.ndarray, tx: np.ndarray, floor: float = 1e-8) -> flo
     return float(np.max(np.abs(tx - x) / np.maximum(np.abs(tx), floor)))
 
 
+def _evaluate(T, x: np.ndarray, it: int, history: list[float], hint: str):
+    """(T(x), relative residual), appended to ``history``; or the failure report
+    when T raises or is not finite."""
+    try:
+        tx = np.asarray(T(x), dtype=float)
+    except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
+        return FixedPointReport(x, False, it, math.inf, f"invalid: {exc}", tuple(history))
+    if not np.all(np.isfinite(tx)):
+        return FixedPointReport(x, False, it, math.inf,
+                                f"diverged: non-finite map value {hint}".rstrip(), tuple(history))
+    history.append(relative_residual(x, tx))
+    return tx, history[-1]
+
+
 def solve_fixed_point(
     T: Callable[[np.ndarray], np.ndarray],
     x0: np.ndarray,
@@ -60,15 +74,10 @@ def solve_fixed_point(
     dF: list[np.ndarray] = []
     x_prev = f_prev = None
     for it in range(1, max_iter + 1):
-        try:
-            tx = np.asarray(T(x), dtype=float)
-        except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
-            return FixedPointReport(x, False, it, math.inf, f"invalid: {exc}", tuple(history))
-        if not np.all(np.isfinite(tx)):
-            return FixedPointReport(x, False, it, math.inf, "diverged: non-finite map value "
-                                    "(try --damping 0.5 or --method damped)", tuple(history))
-        res = relative_residual(x, tx)
-        history.append(res)
+        out = _evaluate(T, x, it, history, "(try --damping 0.5 or --method damped)")
+        if isinstance(out, FixedPointReport):
+            return out
+        tx, res = out
         if res <= tol:
             return FixedPointReport(tx, True, it, res, "converged", tuple(history))
         f = tx - x
@@ -99,3 +108,62 @@ def solve_fixed_point(
     return FixedPointReport(x, False, max_iter, history[-1] if history else math.inf,
                             "max_iter: not converged (raise --max-iter, or lower --damping)",
                             tuple(history))
+
+
+def solve_fixed_point_quasi_newton(
+    T: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    jacobian: np.ndarray,
+    *,
+    tol: float = 1e-10,
+    max_iter: int = 20,
+    valid: Callable[[np.ndarray], bool] | None = None,
+) -> FixedPointReport:
+    """Solve r(x) = T(x) - x = 0 by quasi-Newton steps x <- x - B^(-1) r(x).
+
+    B starts at J - I with ``jacobian`` J an approximation of dT/dx (e.g. from a
+    cheaper, coarser version of T) and is corrected after every step by
+    Broyden's rank-one secant update B += (dr - B dx) dx^T / |dx|^2, so a few
+    evaluations of the expensive T suffice even when J is only roughly right.
+    A step that leaves the domain is halved (up to 10 times); failure is
+    reported, never hidden.
+    """
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol!r}")
+    J = np.asarray(jacobian, dtype=float)
+    x = np.asarray(x0, dtype=float).copy()
+    if J.shape != (x.size, x.size) or not np.all(np.isfinite(J)):
+        raise ValueError(f"jacobian must be a finite {x.size} x {x.size} matrix")
+    B = J - np.eye(x.size)
+    history: list[float] = []
+    x_prev = r_prev = None
+    for it in range(1, max_iter + 1):
+        out = _evaluate(T, x, it, history, "")
+        if isinstance(out, FixedPointReport):
+            return out
+        tx, res = out
+        if res <= tol:
+            # x itself (not T(x)): T was evaluated there, so a caching T answers
+            # the caller's next question at x for free.
+            return FixedPointReport(x, True, it, res, "converged", tuple(history))
+        r = tx - x
+        if x_prev is not None:
+            dx, dr = x - x_prev, r - r_prev
+            B = B + np.outer(dr - B @ dx, dx) / float(dx @ dx)
+        try:
+            step = -np.linalg.solve(B, r)
+        except np.linalg.LinAlgError:
+            return FixedPointReport(x, False, it, res, "singular: the quasi-Newton matrix is not "
+                                    "invertible", tuple(history))
+        for _ in range(11):
+            cand = x + step
+            if np.all(np.isfinite(cand)) and (valid is None or valid(cand)):
+                break
+            step = 0.5 * step
+        else:
+            return FixedPointReport(x, False, it, res, "invalid: quasi-Newton step leaves the "
+                                    "domain", tuple(history))
+        x_prev, r_prev = x, r
+        x = cand
+    return FixedPointReport(x, False, max_iter, history[-1] if history else math.inf,
+                            "max_iter: quasi-Newton iteration did not converge", tuple(history))

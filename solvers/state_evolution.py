@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from amp_attention.channels import channel_for
+from amp_attention.channels.base import ChannelSE
 from amp_attention.denoisers import Frobenius, denoiser_for
 from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
-from .fixed_point import solve_fixed_point
+from .fixed_point import solve_fixed_point, solve_fixed_point_quasi_newton
 
 RESULT_FIELDS = (
     "m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error", "matrix_mse",
@@ -79,6 +80,8 @@ class SEResult:
     alternative: dict[str, Any] | None = None
     quadrature_error: float = 0.0
     mc_stderr: dict[str, float] | None = None
+    mc_error_method: str = ""
+    iterations_coarse: int = 0
     mc_failed_prox: int = 0
     seconds: float = 0.0
     spectrum: SpectrumPrediction | None = field(default=None, repr=False)
@@ -110,16 +113,25 @@ class MonteCarloOptions:
     """RQMC settings of non-linear channel expectations (solvers.channel_integrals).
 
     2**log2_n scrambled-Sobol points per replica, ``replicas`` independent
-    scramblings (their spread is the reported ``mc_stderr``), ``seed``.
+    scramblings (their spread, propagated through the fixed point, is the
+    reported ``mc_stderr``), ``seed``.  Two-level solve: when coarse_log2_n <
+    log2_n the fixed point is first found on the first 2**coarse_log2_n points of
+    every replica, then refined on all points by quasi-Newton (Broyden) steps that
+    start from the coarse Jacobian (a few expensive evaluations instead of a full iteration);
+    coarse_log2_n >= log2_n switches this off.
     """
 
     log2_n: int = 14
     replicas: int = 8
     seed: int = 0
+    coarse_log2_n: int = 10
 
     def __post_init__(self) -> None:
         if int(self.log2_n) != self.log2_n or not 4 <= self.log2_n <= 24:
             raise ValueError(f"mc log2_n must be an integer in [4, 24], got {self.log2_n!r}")
+        if int(self.coarse_log2_n) != self.coarse_log2_n or not 4 <= self.coarse_log2_n <= 24:
+            raise ValueError("mc coarse_log2_n must be an integer in [4, 24], "
+                             f"got {self.coarse_log2_n!r}")
         if int(self.replicas) != self.replicas or self.replicas < 2:
             raise ValueError(f"mc replicas must be an integer >= 2, got {self.replicas!r}")
         if int(self.seed) != self.seed or self.seed < 0:
@@ -143,11 +155,21 @@ class StateEvolution:
             mc = mc or MonteCarloOptions()
             channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
                                         seed=mc.seed)
+        else:
+            mc = None
         self.channel = channel
+        self.mc = mc
         self.denoiser = denoiser_for(problem.learner)
         self.target = target_measure(problem.target)
         self.Q0 = self.target.moment(2)
         self.alpha = problem.alpha
+
+    def coarse(self) -> "StateEvolution | None":
+        """The same SE on the coarse RQMC prefix (None: closed-form channel or no coarse level)."""
+        if self.mc is None or not hasattr(self.channel, "prefix") \
+                or self.mc.coarse_log2_n >= self.channel.log2_n:
+            return None
+        return StateEvolution(self.problem, channel=self.channel.prefix(self.mc.coarse_log2_n))
 
     def hats(self, x: np.ndarray):
         m, q, V = (float(v) for v in x)
@@ -199,8 +221,31 @@ class StateEvolution:
         return SpectrumPrediction(f, dens, atom, sig, dens_w, atom_w)
 
 
-def _solve_from(se: StateEvolution, x0: np.ndarray, **kw):
-    return solve_fixed_point(se, x0, valid=se.valid, **kw)
+def _solve_from(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
+    """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions).
+
+    Returns (report, observable Jacobian at the coarse fixed point or None,
+    number of coarse iterations).
+    """
+    coarse = se.coarse()
+    if coarse is None:
+        return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter, **kw), None, 0
+    rc = solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, 1e-7),
+                           max_iter=max_iter, **kw)
+    x_start = x0
+    if rc.converged:
+        x_start = rc.x
+        grad = _observable_jacobian(coarse, rc.x)
+        if isinstance(grad, np.ndarray):
+            rf = solve_fixed_point_quasi_newton(se, rc.x, grad[:3], tol=tol, max_iter=12,
+                                         valid=se.valid)
+            if rf.converged:
+                return rf, grad, rc.iterations
+            if se.valid(rf.x) and np.all(np.isfinite(rf.x)):
+                x_start = rf.x
+    # The coarse level did not help: iterate on the full sample set.
+    rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
+    return rf, None, rc.iterations
 
 
 def solve_state_evolution(
@@ -231,13 +276,15 @@ def solve_state_evolution(
     t0 = time.perf_counter()
     se = StateEvolution(problem, mc, channel)
     names = ("informative", "uninformative") if start == "both" else (start,)
-    runs = {}
+    runs, extra = {}, {}
     for name in names:
-        rep = _solve_from(se, se.starts()[name], method=method, tol=tol, max_iter=max_iter,
-                          damping=damping)
+        rep, grad, n_coarse = _solve_from(se, se.starts()[name], method=method, tol=tol,
+                                          max_iter=max_iter, damping=damping)
         runs[name] = (rep, _assemble(se, rep, name))
+        extra[name] = (grad, n_coarse)
     best_name = min(runs, key=lambda k: (not runs[k][0].converged, runs[k][1]["loss"]))
     rep, fields = runs[best_name]
+    grad, n_coarse = extra[best_name]
     alternative = None
     metastable = False
     for name, (r2, f2) in runs.items():
@@ -253,15 +300,95 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
-    mc_stderr, failed = None, 0
-    if hasattr(se.channel, "last_stderr"):
-        se.hats(rep.x)  # the replica spread at the reported point
-        mc_stderr = dict(se.channel.last_stderr)
+    mc_stderr, mc_method, failed = None, "", 0
+    if hasattr(se.channel, "last_replicas"):
         failed = se.channel.n_failed
+        mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
     return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
                     residual=rep.residual, status=rep.status, start=best_name,
                     metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
-                    mc_failed_prox=failed, seconds=time.perf_counter() - t0, spectrum=spec)
+                    mc_error_method=mc_method, mc_failed_prox=failed,
+                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, spectrum=spec)
+
+
+MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error",
+             "matrix_mse", "loss", "trace_per_d", "rank_fraction")
+
+
+def _observables(se: StateEvolution, ch: ChannelSE) -> np.ndarray:
+    """Every MC_FIELDS quantity from channel-side values ``ch`` (denoiser applied)."""
+    den = se.overlaps(ch)
+    return np.array([den.m, den.q, den.V, ch.m_hat, ch.q_hat, ch.V_hat, ch.train_error,
+                     ch.test_error, se.Q0 - 2.0 * den.m + den.q,
+                     ch.loss_per_sample + se.penalty_per_sample(den.trace_per_d, den.q),
+                     den.trace_per_d, den.rank_fraction])
+
+
+def _observable_jacobian(se: StateEvolution, x: np.ndarray, rel_step: float = 1e-3) -> np.ndarray | str:
+    """d(MC_FIELDS)/d(m, q, V) of the mean map at x by forward differences (steps
+    rel_step max(|x_i|, 1e-2), flipped when the forward step leaves the domain);
+    rows 0..2 are the SE map's Jacobian J.  A string says why it is unavailable."""
+    x = np.asarray(x, dtype=float)
+    O0 = _observables(se, se.hats(x))
+    grad = np.empty((O0.size, 3))
+    for i in range(3):
+        h = rel_step * max(abs(x[i]), 1e-2)
+        for step in (h, -h):
+            xs = x.copy()
+            xs[i] += step
+            if se.valid(xs):
+                break
+        else:
+            return f"no valid finite-difference step in {('m', 'q', 'V')[i]} at the fixed point"
+        try:
+            grad[:, i] = (_observables(se, se.hats(xs)) - O0) / step
+        except ValueError as exc:
+            return str(exc)
+    return grad
+
+
+def propagated_mc_stderr(
+    se: StateEvolution, x: np.ndarray, grad: np.ndarray | None = None
+) -> tuple[dict[str, float] | None, str]:
+    """Monte-Carlo standard error of every reported field, fixed point included.
+
+    With common random numbers, replica r of the RQMC integrals defines its own
+    deterministic SE map F_r = F + e_r, and the solver finds the fixed point x* of
+    the mean map F.  To first order replica r alone would give
+        delta x_r = (I - J)^(-1) e_r(x*),   J = dF/dx at x*,
+    and an observable O (errors, loss, hats, trace, rank; O = O(c(x)) with c the
+    channel-side means) moves by
+        delta O_r = [O(c_r(x*)) - O(c(x*))] + (dO/dx) delta x_r.
+    The reported error is std_r(delta O_r)/sqrt(R) (delta method over the R
+    replicas).  dO/dx (and J, its first three rows) is ``grad`` if given (e.g.
+    from the coarse level of the two-level solve: an error estimate needs no
+    more than a few digits of it), else forward differences of the mean map
+    (:func:`_observable_jacobian`).  The fixed-overlap spread alone (the first
+    bracket) is much smaller than the total wherever the denoiser amplifies
+    the noise of the hats, which it does at small lam.
+
+    Returns (stderr per MC_FIELDS name, description of the method), or (the
+    fixed-overlap spread, reason) when the propagation is impossible.
+    """
+    x = np.asarray(x, dtype=float)
+    O0 = _observables(se, se.hats(x))
+    reps = np.array(se.channel.last_replicas, copy=True)
+    R = reps.shape[0]
+    dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
+    spread = {k: float(v) for k, v in zip(MC_FIELDS, np.std(dev, axis=0, ddof=1) / math.sqrt(R))}
+    source = "coarse-level" if grad is not None else "fine-level"
+    if grad is None:
+        grad = _observable_jacobian(se, x)
+    if isinstance(grad, str):
+        return spread, f"replica spread at fixed overlaps only (not propagated: {grad})"
+    A = np.eye(3) - grad[:3]
+    if not np.all(np.isfinite(A)) or np.linalg.cond(A) > 1e12:
+        return spread, "replica spread at fixed overlaps only (not propagated: I - J is singular)"
+    dx = np.linalg.solve(A, dev[:, :3].T).T  # (R, 3)
+    total = dev + dx @ grad.T  # rows m, q, V reduce to dx itself: e_r + J dx_r = dx_r
+    err = np.std(total, axis=0, ddof=1) / math.sqrt(R)
+    return ({k: float(v) for k, v in zip(MC_FIELDS, err)},
+            f"delta method over {R} replicas through the fixed point ({source} Jacobian)")
 
 
 def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
