@@ -35,8 +35,8 @@ u -> h: an off-diagonal u_k moves the two entries (a, b) and (b, a), a diagonal
 one the single entry (a, a), each with factor tau_k.
 
 Proximal operator (THEORY 4.1): uhat = argmin_u F(u),
-F(u) = l(y, h(u)) + ||u - omega||^2 / (2V), a non-convex K-dimensional problem
-whose GLOBAL minimiser is sought by multi-start modified Newton (see
+F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k), a non-convex
+K-dimensional problem whose GLOBAL minimiser is sought by multi-start modified Newton (see
 :func:`_newton` and :func:`_prox_one`).  Every evaluator shares one signature,
 
     evalf(u, y, par, ka, kb, tau, mode, work, grad, hess) -> l
@@ -48,6 +48,11 @@ space of :func:`work_size` floats), and every start rule
 reaches them through the module globals ``_evalf``/``_startf`` (built-in
 channels, cached on disk); a user channel gets copies of that code bound to
 its own closures (:func:`make_custom_kernels`).
+
+V is a K-vector per sample (an (n, K) array in the batch drivers): one value
+repeated in the state evolution, per-component output variances in GAMP
+(:mod:`amp_attention.gamp`), where the K measurements of a sample have sensing
+vectors of different norms.
 """
 
 from __future__ import annotations
@@ -470,7 +475,7 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
     """Minimise F from the start in ``u`` (overwritten); returns (F(u), status).
 
     Modified Newton: the step solves (H_F + mu I) d = -grad F with mu = 0 when
-    the Hessian H_F = H_l + I/V is positive definite (Cholesky succeeds) and
+    the Hessian H_F = H_l + diag(1/V) is positive definite (Cholesky succeeds) and
     otherwise the first mu of b, 2b, 4b, ... (b = 1e-3 times the scale of
     H_F, offset by -min diag H_F when that is negative) that makes it so: a
     descent direction that is the Newton step near a strict local minimum,
@@ -480,13 +485,15 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
     the last quadratically convergent steps are not rejected.
 
     Convergence: ||grad F||_inf <= gtol * scale with
-    scale = 1 + ||grad l||_inf + (||u||_inf + ||omega||_inf)/V, the size of the
+    scale = 1 + ||grad l||_inf + (||u||_inf + ||omega||_inf) max_k 1/V_k, the size of the
     terms whose rounding limits grad F (relative accuracy, and u - omega known
     to eps |u| only, amplified by 1/V).  A point that meets it with H_F not
     positive definite is reported as SADDLE, not CONVERGED.
     """
     K = u.size
-    invV = 1.0 / V
+    ivmax = 0.0
+    for k in range(K):
+        ivmax = max(ivmax, 1.0 / V[k])
     F = np.inf
     for it in range(maxit + 1):
         l = _evalf(u, y, par, ka, kb, tau, 2, work, grad, hess)
@@ -497,27 +504,27 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
         omax = 0.0
         for k in range(K):
             diff = u[k] - omega[k]
-            quad += diff * diff
-            gF[k] = grad[k] + diff * invV
+            quad += diff * diff / V[k]
+            gF[k] = grad[k] + diff / V[k]
             gmax = max(gmax, abs(gF[k]))
             glmax = max(glmax, abs(grad[k]))
             umax = max(umax, abs(u[k]))
             omax = max(omax, abs(omega[k]))
-        F = l + 0.5 * quad * invV
+        F = l + 0.5 * quad
         if not math.isfinite(F) or not math.isfinite(gmax):
             return F, STALLED
         hmax = 0.0
         for k in range(K):
             for k2 in range(K):
                 hmax = max(hmax, abs(hess[k, k2]))
-            hess[k, k] += invV
+            hess[k, k] += 1.0 / V[k]
         pd = _cholesky(hess, 0.0, C)
-        if gmax <= gtol * (1.0 + glmax + (umax + omax) * invV):
+        if gmax <= gtol * (1.0 + glmax + (umax + omax) * ivmax):
             return F, (CONVERGED if pd else SADDLE)
         if it == maxit:
             break
         if not pd:
-            b = 1e-3 * (hmax + invV)
+            b = 1e-3 * (hmax + ivmax)
             dmin = hess[0, 0]
             for k in range(1, K):
                 dmin = min(dmin, hess[k, k])
@@ -537,8 +544,8 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
             for k in range(K):
                 ut[k] = u[k] + t * d[k]
                 diff = ut[k] - omega[k]
-                q2 += diff * diff
-            Ft = _evalf(ut, y, par, ka, kb, tau, 0, work, grad, hess) + 0.5 * q2 * invV
+                q2 += diff * diff / V[k]
+            Ft = _evalf(ut, y, par, ka, kb, tau, 0, work, grad, hess) + 0.5 * q2
             if Ft <= F + 1e-4 * t * slope + 1e-15 * (1.0 + abs(F)):
                 accepted = True
                 break
@@ -552,7 +559,7 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
 
 @njit(cache=True)
 def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
-              U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat):
+              U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat, Vs):
     """Multi-start prox of one sample; writes uhat, returns (F, failed, trace term).
 
     Four Newton runs: from (i) omega, (ii) the channel's data-consistent point,
@@ -565,7 +572,7 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     lowest F is returned (NaN counts as +inf) even when it did not converge --
     it then lies in a better basin than any converged end point -- and
     ``failed`` says that it is not a converged local minimum.
-    Trace term: t = tr(I - (I + V H)^{-1}) = K - tr((I + V H)^{-1}), H the
+    Trace term: t = tr(I - (I + D H)^{-1}) = K - tr((I + D H)^{-1}), D = diag(V), H the
     Hessian of l at uhat.
     """
     K = omega.size
@@ -576,7 +583,9 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
         U[2, k] = 0.5 * (U[0, k] + U[1, k])
         U[3, k] = U[1, k]
     for Vc in CONTINUATION:
-        _newton(y, omega, Vc * V, par, ka, kb, tau, gtol, maxit, work, U[3], grad, hess, C,
+        for k in range(K):
+            Vs[k] = Vc * V[k]
+        _newton(y, omega, Vs, par, ka, kb, tau, gtol, maxit, work, U[3], grad, hess, C,
                 gF, d, ut)
     best = -1
     Fbest = np.inf
@@ -592,12 +601,12 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     quad = 0.0
     for k in range(K):
         diff = uhat[k] - omega[k]
-        quad += diff * diff
+        quad += diff * diff / V[k]
         for k2 in range(K):
-            C[k, k2] = V * hess[k, k2]
+            C[k, k2] = V[k] * hess[k, k2]
         C[k, k] += 1.0
     trace = K - _trace_inverse(C, aug)
-    return l + 0.5 * quad / V, st[best] != CONVERGED, trace
+    return l + 0.5 * quad, st[best] != CONVERGED, trace
 
 
 @njit(cache=True)
@@ -625,14 +634,15 @@ def _prox_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
     d = np.empty(K)
     ut = np.empty(K)
     aug = np.empty((K, 2 * K))
+    Vs = np.empty(K)
     for i in range(lo, hi):
-        F, fl, t = _prox_one(Y[i], Omega[i], V, par, ka, kb, tau, gtol, maxit,
-                             work, U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat[i])
+        F, fl, t = _prox_one(Y[i], Omega[i], V[i], par, ka, kb, tau, gtol, maxit,
+                             work, U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat[i], Vs)
         obj[i] = F
         failed[i] = fl
         trace[i] = t
         for k in range(K):
-            gout[i, k] = (uhat[i, k] - Omega[i, k]) / V
+            gout[i, k] = (uhat[i, k] - Omega[i, k]) / V[i, k]
 
 
 @njit(cache=True)
@@ -648,7 +658,7 @@ def _newton_chunk(lo, hi, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize,
     for i in range(lo, hi):
         for k in range(K):
             U[i, k] = U0[i, k]
-        F[i], status[i] = _newton(Y[i], Omega[i], V, par, ka, kb, tau, gtol, maxit,
+        F[i], status[i] = _newton(Y[i], Omega[i], V[i], par, ka, kb, tau, gtol, maxit,
                                   work, U[i], grad, hess, C, gF, d, ut)
 
 
@@ -659,7 +669,7 @@ def _starts_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, wsize, S):
     for i in range(lo, hi):
         for k in range(K):
             S[i, 0, k] = Omega[i, k]
-        _startf(Y[i], Omega[i], V, par, ka, kb, tau, work, S[i, 1])
+        _startf(Y[i], Omega[i], V[i], par, ka, kb, tau, work, S[i, 1])
         for k in range(K):
             S[i, 2, k] = 0.5 * (S[i, 0, k] + S[i, 1, k])
 

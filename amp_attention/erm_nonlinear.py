@@ -58,6 +58,7 @@ __all__ = [
     "check_channel",
     "direct_erm_channel",
     "generate_channel_dataset",
+    "kkt_residual",
     "objective_S",
     "objective_W",
 ]
@@ -275,6 +276,44 @@ class _Criterion:
         """Number of nonzero eigenvalues of the prox-gradient point (the identified rank)."""
         _, _, fv = psd_soft_threshold(S - self.t * gradf, self.t * self.thr, 1.0, rank=self.rank)
         return int(np.sum(fv > 0))
+
+
+def _criterion(ev: "_Evaluator", thr: float, cap: int | None, elementwise: bool,
+               rng: np.random.Generator) -> _Criterion:
+    d = ev.X.shape[2]
+    lip = max(_operator_norm_sq(ev.X, rng), 1e-300)
+    _, g_at_0 = ev.f_and_grad(np.zeros((d, d)))
+    g0 = float(np.linalg.norm(g_at_0)) + (0.0 if elementwise else thr * math.sqrt(d))
+    if not g0 > 0.0:
+        g0 = 1.0  # labels equal g(h(0)) and lam = 0: S = 0 is exact, any scale works
+    return _Criterion(thr=thr, rank=cap, t=1.0 / lip, g0=g0, elementwise=elementwise)
+
+
+def kkt_residual(
+    X: np.ndarray,
+    y: np.ndarray,
+    S: np.ndarray,
+    channel: ChannelLike,
+    lam: float,
+    parameterisation: str = "factorised",
+    rank: int | None = None,
+    seed: int = 0,
+) -> float:
+    """First-order (KKT) residual of the ERM objective of THEORY 2 at S.
+
+    The relative projected-gradient norm that :func:`direct_erm_channel` stops
+    on (see ``_Criterion``): ||S - prox_t(S - t grad f(S))||_F / (t g0) for the
+    factorised learner (PSD, trace penalty lam d, optional rank cap), or
+    ||grad f(S) + lam d S||_F / g0 for the element-wise one; zero exactly at
+    stationary points.  ``seed`` drives the power iteration for t.
+    """
+    ev = _Evaluator(X, y, check_channel(channel, X.shape[1]))
+    if parameterisation not in ("factorised", "elementwise"):
+        raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
+    crit = _criterion(ev, lam * X.shape[2], rank, parameterisation == "elementwise",
+                      np.random.default_rng([seed, 0x11B]))
+    _, gradf = ev.f_and_grad(np.asarray(S, dtype=float))
+    return crit(np.asarray(S, dtype=float), gradf)
 
 
 # ------------------------------------------------------------------------ solvers
@@ -673,12 +712,7 @@ def direct_erm_channel(
     ev = _Evaluator(X, y, channel)
     elementwise = lr.parameterisation == "elementwise"
     cap = rank_cap(problem, d)
-    lip = max(_operator_norm_sq(X, np.random.default_rng([seed, 0x11B])), 1e-300)
-    _, g_at_0 = ev.f_and_grad(np.zeros((d, d)))
-    g0 = float(np.linalg.norm(g_at_0)) + (0.0 if elementwise else thr * math.sqrt(d))
-    if not g0 > 0.0:
-        g0 = 1.0  # labels equal g(h(0)) and lam = 0: S = 0 is exact, any scale works
-    crit = _Criterion(thr=thr, rank=cap, t=1.0 / lip, g0=g0, elementwise=elementwise)
+    crit = _criterion(ev, thr, cap, elementwise, np.random.default_rng([seed, 0x11B]))
 
     if elementwise:
         solver = "lbfgs-S"

@@ -114,6 +114,26 @@ def measure_adjoint(X: np.ndarray, r: np.ndarray) -> np.ndarray:
     return preactivations_adjoint(X, residual_weights(r, X.shape[1]))
 
 
+def sensing_norms(X: np.ndarray) -> np.ndarray:
+    """||M_mu,k||_F^2 / ((d + 1)/2), shape (n, K): squared norms of the sensing
+    matrices of u_k = h_ab / tau_ab = <S, M_k>_F relative to their mean.
+
+    M_k = sym(x_a x_b^T - delta_ab I) / (sqrt(d) tau_ab), so
+    ||M_aa||^2 = (|x_a|^4 - 2 |x_a|^2 + d) / (2d) and
+    ||M_ab||^2 = (|x_a|^2 |x_b|^2 + (x_a . x_b)^2) / (2d), both of mean (d + 1)/2
+    = N/d (N = d(d+1)/2 coordinates, entries of variance 1/d).  Their relative
+    spread is O(d^-1/2), not O(1/d) as for i.i.d. Gaussian sensing, which is why
+    GAMP needs them at finite d (:mod:`amp_attention.gamp`).
+    """
+    n, L, d = _check_X(X)
+    G = np.matmul(X, X.transpose(0, 2, 1))  # (n, L, L) token Gram matrices
+    a, b = triu_indices(L)
+    sq = G[:, np.arange(L), np.arange(L)]
+    out = np.where(a == b, sq[:, a] ** 2 - 2.0 * sq[:, a] + d,
+                   sq[:, a] * sq[:, b] + G[:, a, b] ** 2)
+    return out / (d * (d + 1.0))
+
+
 def linear_loss_and_grad(
     X: np.ndarray, y: np.ndarray, S: np.ndarray
 ) -> tuple[float, np.ndarray]:

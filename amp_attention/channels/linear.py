@@ -30,7 +30,7 @@ import numpy as np
 
 from ..spec import NOISE_LOCATIONS, _choice
 from .base import ChannelSE
-from .softmax import ProxBatch, _as_2d, symmetric_h
+from .softmax import ProxBatch, _as_2d, symmetric_h, variance_matrix
 
 
 class LinearChannel:
@@ -128,18 +128,20 @@ class LinearChannel:
         G[:, self._ka, self._kb] = R
         return 0.5 * np.sum(R * R, axis=1), G
 
-    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V: float) -> ProxBatch:
-        """Closed-form prox with labels y in output units (y_u = y / tau); never fails."""
-        if not (math.isfinite(V) and V > 0):
-            raise ValueError(f"V must be > 0 (allowed range (0, inf)), got {V!r}")
+    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
+        """Closed-form prox with labels y in output units (y_u = y / tau); never fails.
+
+        V: scalar, per sample (n,) or per component (n, K) (:func:`variance_matrix`)."""
         Y = _as_2d("y", y, self.K)
         Omega = _as_2d("omega", omega, self.K)
-        yu = Y / self.tau
-        uhat = self.prox(yu, Omega, V)
-        obj = np.sum(self.c * (yu - uhat) ** 2, axis=1) + np.sum((uhat - Omega) ** 2, axis=1) / (2 * V)
         n = Y.shape[0]
-        trace = np.full(n, float(np.sum(2 * self.c * V / (1 + 2 * self.c * V))))
-        return ProxBatch(uhat, (uhat - Omega) / V, trace, obj, np.zeros(n, dtype=bool), 0)
+        Vm = variance_matrix(V, n, self.K)
+        yu = Y / self.tau
+        den = 1.0 + 2.0 * self.c * Vm
+        uhat = (Omega + 2.0 * self.c * Vm * yu) / den
+        obj = np.sum(self.c * (yu - uhat) ** 2 + (uhat - Omega) ** 2 / (2 * Vm), axis=1)
+        trace = np.sum(2 * self.c * Vm / den, axis=1)
+        return ProxBatch(uhat, (uhat - Omega) / Vm, trace, obj, np.zeros(n, dtype=bool), 0)
 
     def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
         """sum_k (y_k - tau_k uhat_k)^2 per sample."""

@@ -73,8 +73,24 @@ def _as_2d(name: str, x: np.ndarray, cols: int) -> np.ndarray:
     return a
 
 
-def _check_V(V: float) -> float:
-    return _positive("V", V)
+def variance_matrix(V, n: int, K: int) -> np.ndarray:
+    """V as a contiguous (n, K) array of output variances, all finite and > 0.
+
+    Accepts a scalar (the state evolution: one V for all), one value per sample
+    (n,), or one per component (n, K) (GAMP: the K measurements of a sample
+    have sensing vectors of different norms, so different variances).
+    """
+    if np.ndim(V) == 0:
+        v = _positive("V", V)
+        return np.full((n, K), v)
+    a = np.asarray(V, dtype=np.float64)
+    if a.shape == (n,):
+        a = np.repeat(a[:, None], K, axis=1)
+    if a.shape != (n, K):
+        raise ValueError(f"V must be a scalar or have shape ({n},) or ({n}, {K}), got {a.shape}")
+    if not np.all(np.isfinite(a) & (a > 0)):
+        raise ValueError("V must be finite and > 0 (allowed range (0, inf)) in every entry")
+    return np.ascontiguousarray(a)
 
 
 def symmetric_h(U: np.ndarray, ka: np.ndarray, kb: np.ndarray, tau: np.ndarray, L: int) -> np.ndarray:
@@ -187,16 +203,18 @@ class NewtonChannel:
         l, g, h = self._lgh_raw(y, u)
         return float(l), g, h
 
-    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V: float) -> ProxBatch:
-        """Multi-start Newton prox of every sample: y (n, M), omega (n, K), V > 0."""
+    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
+        """Multi-start Newton prox of every sample: y (n, M), omega (n, K), V > 0
+        (scalar, per sample (n,) or per component (n, K); see :func:`variance_matrix`)."""
         Y = _as_2d("y", y, self.M)
         Omega = _as_2d("omega", omega, self.K)
         if Y.shape[0] != Omega.shape[0]:
             raise ValueError("y and omega must have the same number of rows")
-        uhat, gout, trace, obj, failed = self._prox_raw(Y, Omega, _check_V(V))
+        Vm = variance_matrix(V, Omega.shape[0], self.K)
+        uhat, gout, trace, obj, failed = self._prox_raw(Y, Omega, Vm)
         return ProxBatch(uhat, gout, trace, obj, failed, int(np.count_nonzero(failed)))
 
-    def prox_starts(self, y: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
+    def prox_starts(self, y: np.ndarray, omega: np.ndarray, V) -> np.ndarray:
         """The prox's starting points, shape (n, 3, K): omega, data-consistent, midpoint.
 
         The fourth run of the prox starts at the data-consistent point and
@@ -205,10 +223,10 @@ class NewtonChannel:
         """
         Y = _as_2d("y", y, self.M)
         Omega = _as_2d("omega", omega, self.K)
-        return self._starts_raw(Y, Omega, _check_V(V))
+        return self._starts_raw(Y, Omega, variance_matrix(V, Omega.shape[0], self.K))
 
     def newton_from(
-        self, y: np.ndarray, omega: np.ndarray, V: float, u0: np.ndarray
+        self, y: np.ndarray, omega: np.ndarray, V, u0: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Single-start modified Newton on F from u0 (n, K): (u, F(u), converged).
 
@@ -218,14 +236,15 @@ class NewtonChannel:
         Y = _as_2d("y", y, self.M)
         Omega = _as_2d("omega", omega, self.K)
         U0 = _as_2d("u0", u0, self.K)
-        U, F, status = self._newton_raw(Y, Omega, U0, _check_V(V))
+        U, F, status = self._newton_raw(Y, Omega, U0, variance_matrix(V, Omega.shape[0], self.K))
         return U, F, status == ck.CONVERGED
 
-    def prox_objective(self, y: np.ndarray, omega: np.ndarray, V: float, u: np.ndarray) -> np.ndarray:
-        """F(u) = l(y, h(u)) + ||u - omega||^2 / (2V) per sample."""
+    def prox_objective(self, y: np.ndarray, omega: np.ndarray, V, u: np.ndarray) -> np.ndarray:
+        """F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k) per sample."""
         U = _as_2d("u", u, self.K)
         Omega = _as_2d("omega", omega, self.K)
-        return self.loss_terms(y, U) + np.sum((U - Omega) ** 2, axis=1) / (2.0 * _check_V(V))
+        Vm = variance_matrix(V, Omega.shape[0], self.K)
+        return self.loss_terms(y, U) + np.sum((U - Omega) ** 2 / (2.0 * Vm), axis=1)
 
     def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
         """sum over output entries of (y - g(h(uhat)))^2, shape (n,)."""

@@ -1,0 +1,274 @@
+"""GAMP on data for the tied-attention ERM (THEORY 3-4; docs/theory.md section 11).
+
+The GLM of THEORY 3: n samples, K = L(L+1)/2 measurements each,
+u_mu,k(S) = h_ab(S; x_mu) / tau_ab, of the symmetric d x d matrix S.  In the
+orthonormal basis of Sym(d) the sensing vectors have entries of variance 1/d,
+so the generalised AMP of the ERM (max-sum GAMP with scalar variances) reads,
+with the channel's proximal operator and the denoiser's matrix map -- the
+very objects whose expectations make the state evolution:
+
+    V_mu,k    = V^t r_mu,k                                    (per-row variances)
+    omega^t   = u(Shat^t) - V_mu,k g^(t-1)                    (Onsager term)
+    uhat      = prox(y, omega^t, V_mu),  g^t = (uhat - omega^t) / V_mu
+    Vh^t      = (2 / d^2) sum_mu tr(I - (I + D_mu H_mu)^(-1)) / V^t,  D_mu = diag(V_mu)
+    B^t       = Vh^t Shat^t + (2/d) A_u*(g^t)
+    Shat^(t+1), V^(t+1) = denoiser.matrix_map(B^t, Vh^t)
+
+A_u* is the Frobenius adjoint of S -> u(S) (two GEMMs through
+:mod:`amp_attention.operators`, never an n x d x d tensor).  The 2/d and
+2/d^2 are the change from the orthonormal coordinates of Sym(d) to matrices:
+the entries of (2/d) A_u*(g) have variance qh/d with qh = 2 alpha E||g||^2,
+exactly the noise sqrt(qh) Z of the SE's B = mh S0 + sqrt(qh) Z, and V is the
+normalised divergence (2/d^2)[...] of THEORY 4.2.
+
+r_mu,k = ||M_mu,k||_F^2 / (N/d) (:func:`~amp_attention.operators.sensing_norms`)
+is the squared norm of the sensing vector of measurement (mu, k) relative to
+its mean: GAMP's output variance is sum_j A_ij^2 tau_x,j = V r_i.  For i.i.d.
+Gaussian sensing r = 1 + O(1/d), but here the sensing matrices are built from
+the tokens and r spreads by O(d^-1/2) (it scales with |x_a|^2 |x_b|^2).  With
+one scalar V the iteration oscillates at d ~ 100 (undamped, linear L = 1) and
+its iterates drift from the SE; with r it tracks the SE and converges
+(docs/theory.md section 11).  The fixed point does not depend on V at all.
+
+Fixed points are ERM stationary points: there u(Shat) = uhat, so
+grad_u l(uhat) = -g and the denoiser's optimality condition becomes
+A_u*(grad l) + lam d I + N_PSD(Shat) = 0, the KKT condition of
+R(S) = sum_mu l(y_mu, u_mu(S)) + lam d Tr S over PSD S (THEORY 2).
+
+Damping ``damping`` in (0, 1] mixes Shat, V and g with their previous values
+(it does not move fixed points).  Divergence -- a non-finite iterate, V or Vh
+out of range, or the change growing without bound -- stops the iteration with
+``status`` "diverged at iteration t: ... (hint)" and no estimate is returned.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .channels.softmax import ProxBatch
+from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
+
+# V beyond this (relative to the start) or below this is reported as divergence.
+V_MAX = 1e8
+V_MIN = 1e-300
+
+
+@dataclass(frozen=True)
+class GAMPOptions:
+    """Iteration controls.
+
+    max_iter   iterations at most;
+    tol        stop when ||Shat^(t+1) - Shat^t||_F / max(||Shat^(t+1)||_F, 1e-12) and
+               |V^(t+1) - V^t| / V^(t+1) are both <= tol;
+    damping    in (0, 1]: x <- (1 - damping) x_old + damping x_new for Shat, V, g;
+    V0         the initial V (Shat^0 = S_init or 0, g^(-1) = 0);
+    row_norms  use the per-row variances V r_mu,k (True) or one V for all rows.
+    """
+
+    max_iter: int = 300
+    tol: float = 1e-8
+    damping: float = 1.0
+    V0: float = 1.0
+    row_norms: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+        if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be a number in (0, inf), got {self.tol!r}")
+        if not (isinstance(self.damping, (int, float)) and 0.0 < self.damping <= 1.0):
+            raise ValueError(f"damping must lie in (0, 1], got {self.damping!r}")
+        if not (isinstance(self.V0, (int, float)) and math.isfinite(self.V0) and self.V0 > 0):
+            raise ValueError(f"V0 must be a number in (0, inf), got {self.V0!r}")
+
+
+@dataclass(frozen=True)
+class GAMPIterate:
+    """One row of the per-iteration record.
+
+    t: iteration (Shat^t, V^t are the values *entering* it; t = 0 is the start);
+    m = Tr(S0 Shat^t)/d, q = Tr(Shat^t^2)/d (nan without S0); V = V^t;
+    V_hat: the Vh computed in this iteration; change: the relative change of
+    Shat that this iteration produced; train_error: (1/n) sum ||y - g(h(Shat^t))||^2;
+    test_error: clean error of Shat^t on the held-out set (nan without one).
+    """
+
+    t: int
+    m: float
+    q: float
+    V: float
+    V_hat: float
+    change: float
+    train_error: float
+    test_error: float
+
+
+@dataclass(frozen=True, eq=False)
+class GAMPResult:
+    """Outcome of :func:`gamp`.
+
+    S (the fixed point; None after divergence), V, V_hat, converged, status,
+    iterations, residual (the last relative change), history (GAMPIterate per
+    iteration), n_failed_prox (proximal solves flagged in the last iteration),
+    seconds.
+    """
+
+    S: np.ndarray | None
+    V: float
+    V_hat: float
+    converged: bool
+    status: str
+    iterations: int
+    residual: float
+    history: tuple[GAMPIterate, ...]
+    n_failed_prox: int = 0
+    seconds: float = 0.0
+    g_out: np.ndarray | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-JSON summary (no matrices): scalars and the history as a list of dicts."""
+        out = {k: getattr(self, k) for k in ("V", "V_hat", "converged", "status", "iterations",
+                                              "residual", "n_failed_prox", "seconds")}
+        out["history"] = [asdict(h) for h in self.history]
+        return out
+
+
+def u_of(X: np.ndarray, S: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """u_mu,k(S) = h_ab(S; x_mu) / tau_ab, shape (n, K)."""
+    return measure(X, S) / tau
+
+
+def u_adjoint(X: np.ndarray, g: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """A_u*(g) = sum_mu,k g_mu,k dh_ab/dS / tau_ab: the Frobenius adjoint of :func:`u_of`."""
+    return measure_adjoint(X, g / tau)
+
+
+def _diverged(t: int, what: str) -> str:
+    return (f"diverged at iteration {t}: {what} (try a smaller --damping, e.g. 0.5, "
+            "or a larger V0)")
+
+
+def gamp(
+    X: np.ndarray,
+    y: np.ndarray,
+    channel,
+    denoiser,
+    *,
+    options: GAMPOptions | None = None,
+    S_init: np.ndarray | None = None,
+    S0: np.ndarray | None = None,
+    test: tuple[np.ndarray, np.ndarray] | None = None,
+    progress: bool = False,
+    callback: Callable[[GAMPIterate], None] | None = None,
+) -> GAMPResult:
+    """Run GAMP on tokens X (n, L, d) and labels y (n, M) (see the module docstring).
+
+    ``channel``: any channel object with ``prox_batch`` (linear, softmax,
+    seq2lab, custom); ``denoiser``: NuclearNormPSD or Frobenius (``matrix_map``).
+    ``S0`` (optional) gives the overlaps m_t; ``test = (X_test, S0)`` the
+    held-out clean test error per iteration.  ``callback`` sees every
+    :class:`GAMPIterate` as it is produced.
+    """
+    opts = options or GAMPOptions()
+    t0 = time.perf_counter()
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 3:
+        raise ValueError(f"X must have shape (n, L, d), got {X.shape}")
+    n, L, d = X.shape
+    K = L * (L + 1) // 2
+    if int(channel.K) != K:
+        raise ValueError(f"channel has K = {channel.K} components but X has L = {L} tokens")
+    y = np.asarray(y, dtype=np.float64)
+    if y.shape != (n, int(channel.M)):
+        raise ValueError(f"y must have shape ({n}, {channel.M}), got {y.shape}")
+    tau = tau_of(L)
+    S = np.zeros((d, d)) if S_init is None else np.array(S_init, dtype=np.float64)
+    if S.shape != (d, d):
+        raise ValueError(f"S_init must have shape ({d}, {d}), got {S.shape}")
+    if S0 is not None and np.shape(S0) != (d, d):
+        raise ValueError(f"S0 must have shape ({d}, {d}), got {np.shape(S0)}")
+    u_test_star = None
+    if test is not None:
+        X_test, S0_test = test
+        u_test_star = u_of(X_test, S0_test, tau)
+    V = float(opts.V0)
+    r = sensing_norms(X) if opts.row_norms else np.ones((n, K))
+    g_prev = np.zeros((n, K))
+    history: list[GAMPIterate] = []
+    bar = _progress(opts.max_iter) if progress else None
+    u = u_of(X, S, tau)
+    status, converged, change, Vh, px = "max_iter: not converged", False, math.inf, math.nan, None
+    for t in range(opts.max_iter):
+        Vr = V * r
+        omega = u - Vr * g_prev
+        px: ProxBatch = channel.prox_batch(y, omega, Vr)
+        g = px.g_out
+        if opts.damping < 1.0 and t > 0:
+            g = (1.0 - opts.damping) * g_prev + opts.damping * g
+        Vh = 2.0 * float(np.sum(px.trace_term)) / (V * d * d)
+        if not (math.isfinite(Vh) and Vh > 0.0 and np.all(np.isfinite(g))):
+            status = _diverged(t, f"channel side not finite or V_hat = {Vh!r} <= 0")
+            break
+        B = Vh * S + (2.0 / d) * u_adjoint(X, g, tau)
+        S_new, V_new = denoiser.matrix_map(B, Vh)
+        if opts.damping < 1.0:
+            S_new = (1.0 - opts.damping) * S + opts.damping * S_new
+            V_new = (1.0 - opts.damping) * V + opts.damping * V_new
+        if not (np.all(np.isfinite(S_new)) and math.isfinite(V_new)):
+            status = _diverged(t, "non-finite Shat or V")
+            break
+        if not (V_MIN < V_new < V_MAX * max(1.0, opts.V0)):
+            status = _diverged(t, f"V = {V_new:.3e} left (0, {V_MAX:.0e})")
+            break
+        norm_new = float(np.linalg.norm(S_new))
+        change = max(float(np.linalg.norm(S_new - S)) / max(norm_new, 1e-12), abs(V_new - V) / V_new)
+        row = _record(t, S, S0, V, Vh, change, channel, y, u, tau, test, u_test_star)
+        history.append(row)
+        if callback is not None:
+            callback(row)
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix_str(f"change={change:.1e}")
+        S, V, g_prev = S_new, V_new, g
+        u = u_of(X, S, tau)
+        if change <= opts.tol:
+            converged, status = True, "converged"
+            break
+        if t >= 20 and change > 1e6 * min(h.change for h in history):
+            status = _diverged(t, f"relative change grew to {change:.2e}")
+            break
+    if bar is not None:
+        bar.close()
+    ok = converged or status.startswith("max_iter")
+    if ok:
+        # The state the loop ended on, so the record covers the returned S.
+        history.append(_record(len(history), S, S0, V, math.nan, 0.0 if converged else change,
+                               channel, y, u, tau, test, u_test_star))
+    return GAMPResult(S if ok else None, V, Vh, converged, status, len(history) - int(ok), change,
+                      tuple(history), int(px.n_failed) if px is not None else 0,
+                      time.perf_counter() - t0, g_prev if ok else None)
+
+
+def _record(t, S, S0, V, Vh, change, channel, y, u, tau, test, u_test_star) -> GAMPIterate:
+    d = S.shape[0]
+    m = float(np.sum(S0 * S)) / d if S0 is not None else math.nan
+    q = float(np.sum(S * S)) / d
+    train = float(np.mean(channel.train_terms(y, u)))
+    test_err = math.nan
+    if test is not None:
+        test_err = float(np.mean(channel.test_terms(u_test_star, u_of(test[0], S, tau))))
+    return GAMPIterate(t, m, q, V, Vh, change, train, test_err)
+
+
+def _progress(total: int):
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc="GAMP", file=sys.stderr, leave=False)
