@@ -149,13 +149,80 @@ def u_adjoint(X: np.ndarray, g: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return measure_adjoint(X, g / tau)
 
 
+class TokenSensing:
+    """The measurement operator of the data, S -> u(S) and its adjoint, as GEMMs
+    over the tokens (:mod:`amp_attention.operators`); memory O(n L d)."""
+
+    def __init__(self, X: np.ndarray):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 3:
+            raise ValueError(f"X must have shape (n, L, d), got {X.shape}")
+        self.X = np.ascontiguousarray(X)
+        self.n, self.L, self.d = X.shape
+        self.K = self.L * (self.L + 1) // 2
+        self.tau = tau_of(self.L)
+
+    def forward(self, S: np.ndarray) -> np.ndarray:
+        return u_of(self.X, S, self.tau)
+
+    def adjoint(self, g: np.ndarray) -> np.ndarray:
+        return u_adjoint(self.X, g, self.tau)
+
+    def row_norms(self) -> np.ndarray:
+        return sensing_norms(self.X)
+
+
+class DenseSensing:
+    """The same operator as an explicit (n K) x N matrix on the orthonormal
+    coordinates of Sym(d) (N = d(d+1)/2), as simple reference codes build it:
+    memory O(n K d^2).  For benchmarks and cross-checks only."""
+
+    def __init__(self, X: np.ndarray):
+        tok = TokenSensing(X)
+        self.n, self.L, self.d, self.K = tok.n, tok.L, tok.d, tok.K
+        d = self.d
+        self._iu = np.triu_indices(d)
+        # orthonormal coordinate s_ij = w_ij S_ij: w = 1 on the diagonal, sqrt 2 off it
+        self._w = np.where(self._iu[0] == self._iu[1], 1.0, math.sqrt(2.0))
+        i1, i2 = self._iu
+        diag = i1 == i2
+        X = tok.X
+        A = np.empty((self.n, self.K, self._w.size))
+        ka, kb = np.triu_indices(self.L)
+        # Row (mu, k) holds the orthonormal coordinates of M_k = sym(x_a x_b^T -
+        # delta_ab I)/(sqrt(d) tau_k): w_ij (M_k)_ij.
+        for k, (a, b) in enumerate(zip(ka, kb)):
+            P = 0.5 * (X[:, a, i1] * X[:, b, i2] + X[:, a, i2] * X[:, b, i1])
+            if a == b:
+                P[:, diag] -= 1.0
+            A[:, k, :] = P * (self._w / (math.sqrt(d) * tok.tau[k]))
+        self.A = A.reshape(self.n * self.K, -1)
+
+    def _vec(self, S: np.ndarray) -> np.ndarray:
+        return self._w * S[self._iu]
+
+    def _mat(self, s: np.ndarray) -> np.ndarray:
+        M = np.zeros((self.d, self.d))
+        M[self._iu] = s / self._w
+        return M + np.triu(M, 1).T
+
+    def forward(self, S: np.ndarray) -> np.ndarray:
+        return (self.A @ self._vec(S)).reshape(self.n, self.K)
+
+    def adjoint(self, g: np.ndarray) -> np.ndarray:
+        return self._mat(self.A.T @ g.ravel())
+
+    def row_norms(self) -> np.ndarray:
+        return (np.einsum("ij,ij->i", self.A, self.A) / ((self.d + 1) / 2)).reshape(self.n, self.K)
+
+
 def _diverged(t: int, what: str) -> str:
     return (f"diverged at iteration {t}: {what} (try a smaller --damping, e.g. 0.5, "
             "or a larger V0)")
 
 
 def gamp(
-    X: np.ndarray,
+    X,
     y: np.ndarray,
     channel,
     denoiser,
@@ -169,6 +236,9 @@ def gamp(
 ) -> GAMPResult:
     """Run GAMP on tokens X (n, L, d) and labels y (n, M) (see the module docstring).
 
+    ``X`` may also be a sensing object (:class:`TokenSensing` -- what an array
+    becomes -- or :class:`DenseSensing`) with ``forward``, ``adjoint``,
+    ``row_norms`` and ``n, L, d, K``.
     ``channel``: any channel object with ``prox_batch`` (linear, softmax,
     seq2lab, custom); ``denoiser``: NuclearNormPSD or Frobenius (``matrix_map``).
     ``S0`` (optional) gives the overlaps m_t; ``test = (X_test, S0)`` the
@@ -177,17 +247,13 @@ def gamp(
     """
     opts = options or GAMPOptions()
     t0 = time.perf_counter()
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 3:
-        raise ValueError(f"X must have shape (n, L, d), got {X.shape}")
-    n, L, d = X.shape
-    K = L * (L + 1) // 2
+    A = X if hasattr(X, "forward") else TokenSensing(X)
+    n, L, d, K = A.n, A.L, A.d, A.K
     if int(channel.K) != K:
         raise ValueError(f"channel has K = {channel.K} components but X has L = {L} tokens")
     y = np.asarray(y, dtype=np.float64)
     if y.shape != (n, int(channel.M)):
         raise ValueError(f"y must have shape ({n}, {channel.M}), got {y.shape}")
-    tau = tau_of(L)
     S = np.zeros((d, d)) if S_init is None else np.array(S_init, dtype=np.float64)
     if S.shape != (d, d):
         raise ValueError(f"S_init must have shape ({d}, {d}), got {S.shape}")
@@ -195,14 +261,14 @@ def gamp(
         raise ValueError(f"S0 must have shape ({d}, {d}), got {np.shape(S0)}")
     u_test_star = None
     if test is not None:
-        X_test, S0_test = test
-        u_test_star = u_of(X_test, S0_test, tau)
+        test = (TokenSensing(test[0]), test[1])
+        u_test_star = test[0].forward(test[1])
     V = float(opts.V0)
-    r = sensing_norms(X) if opts.row_norms else np.ones((n, K))
+    r = A.row_norms() if opts.row_norms else np.ones((n, K))
     g_prev = np.zeros((n, K))
     history: list[GAMPIterate] = []
     bar = _progress(opts.max_iter) if progress else None
-    u = u_of(X, S, tau)
+    u = A.forward(S)
     status, converged, change, Vh, px = "max_iter: not converged", False, math.inf, math.nan, None
     for t in range(opts.max_iter):
         Vr = V * r
@@ -215,7 +281,7 @@ def gamp(
         if not (math.isfinite(Vh) and Vh > 0.0 and np.all(np.isfinite(g))):
             status = _diverged(t, f"channel side not finite or V_hat = {Vh!r} <= 0")
             break
-        B = Vh * S + (2.0 / d) * u_adjoint(X, g, tau)
+        B = Vh * S + (2.0 / d) * A.adjoint(g)
         S_new, V_new = denoiser.matrix_map(B, Vh)
         if opts.damping < 1.0:
             S_new = (1.0 - opts.damping) * S + opts.damping * S_new
@@ -228,7 +294,7 @@ def gamp(
             break
         norm_new = float(np.linalg.norm(S_new))
         change = max(float(np.linalg.norm(S_new - S)) / max(norm_new, 1e-12), abs(V_new - V) / V_new)
-        row = _record(t, S, S0, V, Vh, change, channel, y, u, tau, test, u_test_star)
+        row = _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star)
         history.append(row)
         if callback is not None:
             callback(row)
@@ -236,7 +302,7 @@ def gamp(
             bar.update(1)
             bar.set_postfix_str(f"change={change:.1e}")
         S, V, g_prev = S_new, V_new, g
-        u = u_of(X, S, tau)
+        u = A.forward(S)
         if change <= opts.tol:
             converged, status = True, "converged"
             break
@@ -249,20 +315,20 @@ def gamp(
     if ok:
         # The state the loop ended on, so the record covers the returned S.
         history.append(_record(len(history), S, S0, V, math.nan, 0.0 if converged else change,
-                               channel, y, u, tau, test, u_test_star))
+                               channel, y, u, test, u_test_star))
     return GAMPResult(S if ok else None, V, Vh, converged, status, len(history) - int(ok), change,
                       tuple(history), int(px.n_failed) if px is not None else 0,
                       time.perf_counter() - t0, g_prev if ok else None)
 
 
-def _record(t, S, S0, V, Vh, change, channel, y, u, tau, test, u_test_star) -> GAMPIterate:
+def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star) -> GAMPIterate:
     d = S.shape[0]
     m = float(np.sum(S0 * S)) / d if S0 is not None else math.nan
     q = float(np.sum(S * S)) / d
     train = float(np.mean(channel.train_terms(y, u)))
     test_err = math.nan
     if test is not None:
-        test_err = float(np.mean(channel.test_terms(u_test_star, u_of(test[0], S, tau))))
+        test_err = float(np.mean(channel.test_terms(u_test_star, test[0].forward(S))))
     return GAMPIterate(t, m, q, V, Vh, change, train, test_err)
 
 

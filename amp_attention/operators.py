@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from ._operator_kernels import upper_products, weighted_tokens
+
 
 def _check_X(X: np.ndarray) -> tuple[int, int, int]:
     if X.ndim != 3:
@@ -42,17 +44,50 @@ def tau(L: int) -> np.ndarray:
     return np.where(a == b, math.sqrt(2.0), 1.0)
 
 
-def preactivations(X: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """h(S) of shape (n, L, L): h_ab = (x_a^T S x_b - delta_ab Tr S)/sqrt(d)."""
+def _kernel_indices(L: int) -> tuple[np.ndarray, np.ndarray]:
+    a, b = triu_indices(L)
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def _contiguous(X: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(X, dtype=np.float64)
+
+
+def measure(X: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """B(S) = upper_triangle(h(S)), shape (n, K): the linear-channel measurements.
+
+    One GEMM (X S) plus the K per-sample dot products (Numba)."""
     n, L, d = _check_X(X)
     if S.shape != (d, d):
         raise ValueError(f"S must have shape ({d}, {d}), got {S.shape}")
+    X = _contiguous(X)
     XS = (X.reshape(n * L, d) @ S).reshape(n, L, d)
-    H = np.einsum("nld,nmd->nlm", XS, X)
-    idx = np.arange(L)
-    H[:, idx, idx] -= np.trace(S)
-    H /= math.sqrt(d)
-    return H
+    ka, kb = _kernel_indices(L)
+    out = np.empty((n, ka.size))
+    upper_products(XS, X, ka, kb, out)
+    out[:, ka == kb] -= np.trace(S)
+    out /= math.sqrt(d)
+    return out
+
+
+def preactivations(X: np.ndarray, S: np.ndarray) -> np.ndarray:
+    """h(S) of shape (n, L, L): h_ab = (x_a^T S x_b - delta_ab Tr S)/sqrt(d)."""
+    return from_upper_triangle(measure(X, S), X.shape[1])
+
+
+def _adjoint_from_upper(X: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """A*(Rt) for the symmetric Rt with upper triangle r (Rt_aa = r_aa, Rt_ab = r_ab/2):
+    (sum_mu X_mu^T Rt_mu X_mu - (sum_mu tr Rt_mu) I)/sqrt(d), one GEMM."""
+    n, L, d = X.shape
+    ka, kb = _kernel_indices(L)
+    X = _contiguous(X)
+    M = np.empty((n, L, d))
+    weighted_tokens(np.ascontiguousarray(r, dtype=np.float64), X, ka, kb, M)
+    G = X.reshape(n * L, d).T @ M.reshape(n * L, d)
+    G = 0.5 * (G + G.T)
+    G[np.diag_indices(d)] -= float(np.sum(r[:, ka == kb]))
+    G /= math.sqrt(d)
+    return G
 
 
 def preactivations_adjoint(X: np.ndarray, R: np.ndarray) -> np.ndarray:
@@ -61,17 +96,15 @@ def preactivations_adjoint(X: np.ndarray, R: np.ndarray) -> np.ndarray:
     This is the adjoint of :func:`preactivations` for the Frobenius inner
     products on (n, L, L) arrays and on d x d matrices: <R, A(S)> = <A*(R), S>
     for every symmetric S (the symmetrisation makes it the adjoint on Sym(d)
-    also when R is not symmetric).
+    also when R is not symmetric: only sym(R) matters).
     """
     n, L, d = _check_X(X)
     if R.shape != (n, L, L):
         raise ValueError(f"R must have shape ({n}, {L}, {L}), got {R.shape}")
-    M = np.einsum("nlm,nmd->nld", R, X)
-    G = X.reshape(n * L, d).T @ M.reshape(n * L, d)
-    G = 0.5 * (G + G.T)
-    G[np.diag_indices(d)] -= np.einsum("nll->", R)
-    G /= math.sqrt(d)
-    return G
+    a, b = triu_indices(L)
+    # Upper-triangle weights of sym(R): Rt_ab = (R_ab + R_ba)/2 = r_ab/2 off the diagonal.
+    r = np.where(a == b, R[:, a, b], R[:, a, b] + R[:, b, a])
+    return _adjoint_from_upper(X, r)
 
 
 def upper_triangle(H: np.ndarray) -> np.ndarray:
@@ -104,14 +137,12 @@ def residual_weights(r: np.ndarray, L: int) -> np.ndarray:
     return from_upper_triangle(r * half, L)
 
 
-def measure(X: np.ndarray, S: np.ndarray) -> np.ndarray:
-    """B(S) = upper_triangle(h(S)), shape (n, K): the linear-channel measurements."""
-    return upper_triangle(preactivations(X, S))
-
-
 def measure_adjoint(X: np.ndarray, r: np.ndarray) -> np.ndarray:
     """B*(r) = A*(Rtilde(r)) for r of shape (n, K): adjoint of :func:`measure` on Sym(d)."""
-    return preactivations_adjoint(X, residual_weights(r, X.shape[1]))
+    n, L, d = _check_X(X)
+    if r.shape != (n, L * (L + 1) // 2):
+        raise ValueError(f"r must have shape ({n}, {L * (L + 1) // 2}), got {r.shape}")
+    return _adjoint_from_upper(X, r)
 
 
 def sensing_norms(X: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from amp_attention.data import generate_dataset
 from amp_attention.denoisers import denoiser_for
 from amp_attention.erm_nonlinear import (direct_erm_channel, generate_channel_dataset,
                                          kkt_residual, objective_S)
-from amp_attention.gamp import GAMPOptions, gamp, u_adjoint, u_of
+from amp_attention.gamp import DenseSensing, GAMPOptions, TokenSensing, gamp, u_adjoint, u_of
 from amp_attention.operators import sensing_norms, tau
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.training import direct_erm
@@ -33,6 +33,27 @@ def test_u_adjoint_is_the_adjoint_and_sensing_norms_are_the_row_norms():
         e[mu, k] = 1.0
         M = u_adjoint(X, e, t)
         assert r[mu, k] == pytest.approx(np.sum(M * M) / ((d + 1) / 2), rel=1e-12)
+
+
+def test_dense_reference_operator_is_the_same_operator():
+    """The explicit n K x N sensing matrix (the naive formulation of the benchmark)
+    and the token GEMMs give the same forward map, adjoint, row norms and GAMP run."""
+    p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.2),
+                alpha=0.5)
+    ch = channel_for(p.task)
+    data = generate_channel_dataset(p, 12, 0, ch)
+    tok, dense = TokenSensing(data.X), DenseSensing(data.X)
+    rng = np.random.default_rng(1)
+    S = rng.standard_normal((12, 12))
+    S = S + S.T
+    g = rng.standard_normal((data.n, 3))
+    assert np.allclose(dense.forward(S), tok.forward(S), rtol=1e-11, atol=1e-12)
+    assert np.allclose(dense.adjoint(g), tok.adjoint(g), rtol=1e-11, atol=1e-11)
+    assert np.allclose(dense.row_norms(), tok.row_norms(), rtol=1e-11)
+    opts = GAMPOptions(max_iter=15)
+    a = gamp(tok, data.y, ch, denoiser_for(p.learner), options=opts)
+    b = gamp(dense, data.y, ch, denoiser_for(p.learner), options=opts)
+    assert np.allclose(a.S, b.S, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("L, learner, noise", [(1, Learner(1.0, 0.1), 0.5),

@@ -1,0 +1,52 @@
+"""Numba kernels for the per-sample small products of the measurement operator.
+
+The heavy parts of A and A* (THEORY 3) are GEMMs done by BLAS in
+:mod:`amp_attention.operators`; what remains is, per sample, K = L(L+1)/2 dot
+products of length d (forward) or an L x L weighting of the L tokens (adjoint):
+O(n L^2 d) work that numpy's einsum runs several times slower than memory
+bandwidth allows.  Both kernels stream over samples in parallel.
+"""
+
+from __future__ import annotations
+
+from numba import njit, prange
+
+
+@njit(cache=True, parallel=True)
+def upper_products(XS, X, ka, kb, out):
+    """out[mu, k] = XS[mu, ka[k], :] . X[mu, kb[k], :] for every sample mu."""
+    n = X.shape[0]
+    d = X.shape[2]
+    K = ka.size
+    for mu in prange(n):
+        for k in range(K):
+            a = ka[k]
+            b = kb[k]
+            s = 0.0
+            for i in range(d):
+                s += XS[mu, a, i] * X[mu, b, i]
+            out[mu, k] = s
+
+
+@njit(cache=True, parallel=True)
+def weighted_tokens(r, X, ka, kb, out):
+    """out[mu] = Rt[mu] @ X[mu] with the symmetric L x L matrix Rt[mu] whose upper
+    triangle (row-major, a <= b) is r[mu]: Rt_aa = r_aa, Rt_ab = Rt_ba = r_ab / 2."""
+    n, L, d = X.shape
+    K = ka.size
+    for mu in prange(n):
+        for a in range(L):
+            for i in range(d):
+                out[mu, a, i] = 0.0
+        for k in range(K):
+            a = ka[k]
+            b = kb[k]
+            if a == b:
+                w = r[mu, k]
+                for i in range(d):
+                    out[mu, a, i] += w * X[mu, a, i]
+            else:
+                w = 0.5 * r[mu, k]
+                for i in range(d):
+                    out[mu, a, i] += w * X[mu, b, i]
+                    out[mu, b, i] += w * X[mu, a, i]
