@@ -6,6 +6,8 @@ Subcommands
                   optional spectrum CSV + PNG;
 * ``erm``         direct empirical risk minimisation at finite d over several
                   seeds; mean and standard error of every statistic;
+* ``amp``         GAMP on one synthetic data set at finite d, its per-iteration
+                  record beside the SE iterates and fixed point;
 * ``quickstart``  the SE curve of a built-in problem over alpha, overlaid with
                   finite-d ERM, written to CSV, JSON and PNG.
 
@@ -61,6 +63,7 @@ High-dimensional theory engine for tied single-head attention: state evolution
 subcommands
   se          state-evolution fixed point of one problem (errors, overlaps, spectra)
   erm         direct ERM at finite d over several seeds (mean +- standard error)
+  amp         GAMP on a synthetic data set, side by side with the SE
   quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
 
 exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
@@ -82,7 +85,22 @@ n = round(alpha d^2)) and report the mean and standard error over seeds of
 matrix_mse, train_error, test_error, loss, m, q, rank_fraction, trace_per_d,
 iterations and residual. Factorised learner: accelerated proximal gradient over
 PSD S (rank <= round(kappa d) if kappa < 1); elementwise learner: conjugate
-gradient on the ridge normal equations. Linear channel only (for now).
+gradient on the ridge normal equations; non-linear channels: the same
+objectives by accelerated proximal gradient or L-BFGS with restarts.
+
+{MODEL}"""
+
+AMP_DESCRIPTION = f"""\
+Run GAMP (docs/theory.md section 11) on one freshly drawn data set at dimension
+d: omega = u(Shat) - V r g (per-row variances V r), uhat = prox(y, omega, V r),
+g = (uhat - omega)/(V r), Vh = (2/d^2) sum tr(I - (I + V r H)^-1)/V,
+B = Vh Shat + (2/d) A*(g), (Shat, V) = denoiser(B, Vh); the same channel prox and
+denoiser as the state evolution.  Prints, per iteration t, GAMP's m_t =
+Tr(S0 Shat^t)/d, q_t = Tr(Shat^t^2)/d, V_t, train error and held-out clean test
+error, beside the SE iterates from the same start (Shat^0 = 0, V^0 = --V0, i.e.
+(m, q, V) = (0, 0, V0); shown for --damping 1), then GAMP's fixed point (with
+the KKT residual of the ERM objective there: GAMP fixed points are ERM
+stationary points) beside the SE fixed point.
 
 {MODEL}"""
 
@@ -239,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{se,erm,quickstart}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,quickstart}", required=True)
     problem = _problem_parent()
 
     se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
@@ -259,7 +277,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--start", choices=("informative", "uninformative", "both"), default="both",
                    help="initialisation: informative (Shat ~ S0), uninformative, or both "
                         "(report the lower-loss fixed point, flag metastability) (default: both)")
-    g = se.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
+    _add_mc_group(se)
+    g = se.add_argument_group("output")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {params, <every result field>} instead of a table")
+    g.add_argument("--spectrum", metavar="FILE", default=None,
+                   help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
+                        "sigma, density_W; header comment with params and atom masses) and a "
+                        "plot to FILE with suffix .png")
+    se.set_defaults(func=cmd_se)
+    _add_erm_parser(sub, problem)
+    _add_amp_parser(sub, problem)
+    _add_quickstart_parser(sub)
+    return parser
+
+
+def _add_mc_group(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
     g.add_argument("--mc-log2n", type=int, default=14, metavar="M",
                    help="2^M scrambled-Sobol points per replica for the K-dimensional channel "
                         "expectations (common random numbers across iterations) (default: 14)")
@@ -272,15 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="two-level solve: find the fixed point on the first 2^C points of "
                         "every replica, then refine on all 2^M by a few quasi-Newton steps; "
                         "C >= M iterates on all points throughout (default: 10)")
-    g = se.add_argument_group("output")
-    g.add_argument("--json", action="store_true",
-                   help="print one JSON object {params, <every result field>} instead of a table")
-    g.add_argument("--spectrum", metavar="FILE", default=None,
-                   help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
-                        "sigma, density_W; header comment with params and atom masses) and a "
-                        "plot to FILE with suffix .png")
-    se.set_defaults(func=cmd_se)
 
+
+def _add_erm_parser(sub, problem: argparse.ArgumentParser) -> None:
     erm = sub.add_parser("erm", parents=[problem], formatter_class=_Formatter,
                          help="direct ERM at finite d over seeds (mean +- stderr)",
                          description=ERM_DESCRIPTION)
@@ -308,6 +336,39 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print one JSON object {params, mean, stderr, per_seed, all_converged}")
     erm.set_defaults(func=cmd_erm)
 
+
+def _add_amp_parser(sub, problem: argparse.ArgumentParser) -> None:
+    amp = sub.add_parser("amp", parents=[problem], formatter_class=_Formatter,
+                         help="GAMP on a synthetic data set beside the SE",
+                         description=AMP_DESCRIPTION)
+    g = amp.add_argument_group("GAMP run")
+    g.add_argument("--d", type=int, default=128, help="token dimension d (default: 128)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the data set (target, tokens, noise) (default: 0)")
+    g.add_argument("--iterations", type=int, default=300,
+                   help="maximum GAMP iterations (default: 300)")
+    g.add_argument("--tol", type=float, default=1e-8,
+                   help="stop when the relative change of Shat and of V is below this "
+                        "(default: 1e-8)")
+    g.add_argument("--damping", type=float, default=1.0,
+                   help="damping in (0, 1] of Shat, V and g; lower it if GAMP diverges "
+                        "(default: 1)")
+    g.add_argument("--V0", type=float, default=1.0, help="initial V (default: 1)")
+    g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="sampled",
+                   help="target eigenvalues: sampled Wishart or Marchenko-Pastur quantiles "
+                        "(default: sampled)")
+    g.add_argument("--n-test", type=int, default=10000,
+                   help="held-out samples for the per-iteration test error (default: 10000)")
+    g.add_argument("--se-iterates", type=int, default=30,
+                   help="SE iterates shown beside GAMP's first iterations (default: 30)")
+    _add_mc_group(amp)
+    g = amp.add_argument_group("output")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {params, gamp, se_iterates, se} instead of tables")
+    amp.set_defaults(func=cmd_amp)
+
+
+def _add_quickstart_parser(sub) -> None:
     qs = sub.add_parser("quickstart", formatter_class=_Formatter,
                         help="SE curve over alpha with ERM overlay -> CSV/JSON/PNG",
                         description=QUICKSTART_DESCRIPTION)
@@ -316,7 +377,6 @@ def build_parser() -> argparse.ArgumentParser:
                          "(default: ./amp-attention-quickstart)")
     qs.add_argument("--no-erm", action="store_true", help="skip the finite-d ERM overlay")
     qs.set_defaults(func=cmd_quickstart)
-    return parser
 
 
 # --------------------------------------------------------------------------- problem
@@ -456,6 +516,16 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
     return params
 
 
+def _mc_options(args: argparse.Namespace):
+    from solvers.state_evolution import MonteCarloOptions
+
+    try:
+        return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
+                                 args.mc_coarse_log2n)
+    except ValueError as exc:
+        raise CLIError(f"argument --mc-*: {_one_line(str(exc))}") from None
+
+
 def cmd_se(args: argparse.Namespace) -> int:
     """``amp-attention se``: one SE fixed point; table or JSON; optional spectrum files."""
     problem = problem_from_args(args)
@@ -468,13 +538,9 @@ def cmd_se(args: argparse.Namespace) -> int:
         _prepare_path(spectrum_path)
 
     # the CLI is the top floor: it may see solvers
-    from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+    from solvers.state_evolution import solve_state_evolution
 
-    try:
-        mc = MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
-                               args.mc_coarse_log2n)
-    except ValueError as exc:
-        raise CLIError(f"argument --mc-*: {_one_line(str(exc))}") from None
+    mc = _mc_options(args)
     try:
         result = solve_state_evolution(problem, method=args.method, tol=args.tol,
                                        max_iter=args.max_iter, damping=args.damping,
@@ -639,6 +705,94 @@ def cmd_erm(args: argparse.Namespace) -> int:
         print(f"{PROG}: direct ERM did not converge for seed(s) {stats['not_converged']} "
               f"(residual above --tol {args.tol:g} after --max-iter {args.max_iter}); "
               "their values are included above", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- amp
+
+
+def cmd_amp(args: argparse.Namespace) -> int:
+    """``amp-attention amp``: GAMP on one data set, beside the SE iterates and fixed point."""
+    import numpy as np
+
+    from solvers.state_evolution import se_iterates, solve_state_evolution
+
+    from .channels import channel_for
+    from .data import check_dimension, check_seed, sample_tokens
+    from .denoisers import denoiser_for
+    from .erm_nonlinear import TEST_SEED_TAG, generate_channel_dataset, kkt_residual
+    from .training import rank_cap
+    from .gamp import GAMPOptions, gamp
+
+    problem = problem_from_args(args)
+    try:
+        d = check_dimension(args.d)
+        seed = check_seed(args.seed)
+    except ValueError as exc:
+        raise _flag_error(exc, {"d": "--d", "seed": "--seed"}) from None
+    _check_min_int("--n-test", args.n_test, 1)
+    _check_min_int("--se-iterates", args.se_iterates, 0)
+    try:
+        opts = GAMPOptions(max_iter=args.iterations, tol=args.tol, damping=args.damping, V0=args.V0)
+    except ValueError as exc:
+        raise _flag_error(exc, {"max_iter": "--iterations", "tol": "--tol",
+                                "damping": "--damping", "V0": "--V0"}) from None
+    mc = _mc_options(args)
+    ch = channel_for(problem.task)
+    den = denoiser_for(problem.learner)
+    data = generate_channel_dataset(problem, d, seed, ch, args.target_spectrum)
+    X_test = sample_tokens(args.n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
+    res = gamp(data.X, data.y, ch, den, options=opts, S0=data.S0, test=(X_test, data.S0),
+               progress=not args.json)
+    n_se = min(args.se_iterates, len(res.history) - 1) if args.damping == 1.0 else 0
+    traj = se_iterates(problem, (0.0, 0.0, args.V0), n_se, mc=mc) if n_se else np.empty((0, 3))
+    se = solve_state_evolution(problem, mc=mc)
+    params = {**problem.to_dict(), "d": d, "n": data.n, "seed": seed,
+              "target_spectrum": args.target_spectrum, "iterations": args.iterations,
+              "tol": args.tol, "damping": args.damping, "V0": args.V0, "n_test": args.n_test}
+    if problem.task.channel != "linear":
+        params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed)
+    final = {}
+    if res.S is not None:
+        last = res.history[-1]
+        final = {"train_error": last.train_error, "test_error": last.test_error,
+                 "matrix_mse": float(np.sum((res.S - data.S0) ** 2)) / d, "m": last.m,
+                 "q": last.q, "V": res.V,
+                 "kkt_residual": kkt_residual(data.X, data.y, res.S, ch, problem.learner.lam,
+                                              problem.learner.parameterisation,
+                                              rank_cap(problem, d))}
+    se_fields = {k: getattr(se, k) for k in ("train_error", "test_error", "matrix_mse", "m", "q",
+                                             "V")}
+    if args.json:
+        print(_dumps({"params": params, "gamp": {**res.to_dict(), "final": final},
+                      "se_iterates": [{"t": t, "m": x[0], "q": x[1], "V": x[2]}
+                                      for t, x in enumerate(traj)],
+                      "se": se.to_dict()}))
+    else:
+        _print_params(params)
+        print(f"GAMP at d = {d}, n = {data.n}: {res.status} after {res.iterations} iterations "
+              f"({res.seconds:.1f} s)")
+        print(f"  {'t':>4} {'m':>10} {'q':>10} {'V':>10} {'train':>10} {'test':>10}   "
+              f"{'SE m':>10} {'SE q':>10} {'SE V':>10}")
+        for h in res.history:
+            se_cols = (f"{traj[h.t][0]:10.5f} {traj[h.t][1]:10.5f} {traj[h.t][2]:10.5f}"
+                       if h.t < len(traj) else "")
+            print(f"  {h.t:4d} {h.m:10.5f} {h.q:10.5f} {h.V:10.5f} {h.train_error:10.5f} "
+                  f"{h.test_error:10.5f}   {se_cols}")
+        print(f"  {'':<14} {'GAMP (d = ' + str(d) + ')':>16} {'SE (d -> inf)':>16}")
+        for k in ("train_error", "test_error", "matrix_mse", "m", "q", "V"):
+            g = f"{final[k]:16.6g}" if final else f"{'-':>16}"
+            print(f"  {k:<14} {g} {se_fields[k]:16.6g}")
+        if final:
+            print(f"  kkt_residual   {final['kkt_residual']:16.3g}   (ERM first-order condition)")
+    if res.S is None:
+        print(f"{PROG}: GAMP {res.status}", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    if not res.converged:
+        print(f"{PROG}: GAMP did not converge ({res.status}; last relative change "
+              f"{res.residual:.2e} > --tol {args.tol:g}); raise --iterations or lower --damping",
+              file=sys.stderr)
         return EXIT_NOT_CONVERGED
     return EXIT_OK
 

@@ -36,7 +36,8 @@ A_u*(grad l) + lam d I + N_PSD(Shat) = 0, the KKT condition of
 R(S) = sum_mu l(y_mu, u_mu(S)) + lam d Tr S over PSD S (THEORY 2).
 
 Damping ``damping`` in (0, 1] mixes Shat, V and g with their previous values
-(it does not move fixed points).  Divergence -- a non-finite iterate, V or Vh
+(it does not move fixed points); by default it is halved when the iteration
+stagnates (see :class:`GAMPOptions`).  Divergence -- a non-finite iterate, V or Vh
 out of range, or the change growing without bound -- stops the iteration with
 ``status`` "diverged at iteration t: ... (hint)" and no estimate is returned.
 """
@@ -68,7 +69,11 @@ class GAMPOptions:
                |V^(t+1) - V^t| / V^(t+1) are both <= tol;
     damping    in (0, 1]: x <- (1 - damping) x_old + damping x_new for Shat, V, g;
     V0         the initial V (Shat^0 = S_init or 0, g^(-1) = 0);
-    row_norms  use the per-row variances V r_mu,k (True) or one V for all rows.
+    row_norms  use the per-row variances V r_mu,k (True) or one V for all rows;
+    adaptive   halve the damping (down to 0.05) whenever the relative change has
+               not halved over the last 10 iterations -- GAMP at small d can lock
+               into a period-2 cycle -- at most once per 10 iterations and not
+               before iteration 20 (the early, SE-tracked iterates stay as asked).
     """
 
     max_iter: int = 300
@@ -76,6 +81,7 @@ class GAMPOptions:
     damping: float = 1.0
     V0: float = 1.0
     row_norms: bool = True
+    adaptive: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
@@ -96,7 +102,8 @@ class GAMPIterate:
     m = Tr(S0 Shat^t)/d, q = Tr(Shat^t^2)/d (nan without S0); V = V^t;
     V_hat: the Vh computed in this iteration; change: the relative change of
     Shat that this iteration produced; train_error: (1/n) sum ||y - g(h(Shat^t))||^2;
-    test_error: clean error of Shat^t on the held-out set (nan without one).
+    test_error: clean error of Shat^t on the held-out set (nan without one);
+    damping: the damping used in this iteration.
     """
 
     t: int
@@ -107,6 +114,7 @@ class GAMPIterate:
     change: float
     train_error: float
     test_error: float
+    damping: float = 1.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -270,22 +278,23 @@ def gamp(
     bar = _progress(opts.max_iter) if progress else None
     u = A.forward(S)
     status, converged, change, Vh, px = "max_iter: not converged", False, math.inf, math.nan, None
+    eta, last_cut = float(opts.damping), 0
     for t in range(opts.max_iter):
         Vr = V * r
         omega = u - Vr * g_prev
         px: ProxBatch = channel.prox_batch(y, omega, Vr)
         g = px.g_out
-        if opts.damping < 1.0 and t > 0:
-            g = (1.0 - opts.damping) * g_prev + opts.damping * g
+        if eta < 1.0 and t > 0:
+            g = (1.0 - eta) * g_prev + eta * g
         Vh = 2.0 * float(np.sum(px.trace_term)) / (V * d * d)
         if not (math.isfinite(Vh) and Vh > 0.0 and np.all(np.isfinite(g))):
             status = _diverged(t, f"channel side not finite or V_hat = {Vh!r} <= 0")
             break
         B = Vh * S + (2.0 / d) * A.adjoint(g)
         S_new, V_new = denoiser.matrix_map(B, Vh)
-        if opts.damping < 1.0:
-            S_new = (1.0 - opts.damping) * S + opts.damping * S_new
-            V_new = (1.0 - opts.damping) * V + opts.damping * V_new
+        if eta < 1.0:
+            S_new = (1.0 - eta) * S + eta * S_new
+            V_new = (1.0 - eta) * V + eta * V_new
         if not (np.all(np.isfinite(S_new)) and math.isfinite(V_new)):
             status = _diverged(t, "non-finite Shat or V")
             break
@@ -294,7 +303,7 @@ def gamp(
             break
         norm_new = float(np.linalg.norm(S_new))
         change = max(float(np.linalg.norm(S_new - S)) / max(norm_new, 1e-12), abs(V_new - V) / V_new)
-        row = _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star)
+        row = _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta)
         history.append(row)
         if callback is not None:
             callback(row)
@@ -309,19 +318,22 @@ def gamp(
         if t >= 20 and change > 1e6 * min(h.change for h in history):
             status = _diverged(t, f"relative change grew to {change:.2e}")
             break
+        if (opts.adaptive and t >= 20 and t - last_cut >= 10 and eta > 0.05
+                and change > 0.5 * history[t - 10].change):
+            eta, last_cut = max(0.5 * eta, 0.05), t
     if bar is not None:
         bar.close()
     ok = converged or status.startswith("max_iter")
     if ok:
         # The state the loop ended on, so the record covers the returned S.
         history.append(_record(len(history), S, S0, V, math.nan, 0.0 if converged else change,
-                               channel, y, u, test, u_test_star))
+                               channel, y, u, test, u_test_star, eta))
     return GAMPResult(S if ok else None, V, Vh, converged, status, len(history) - int(ok), change,
                       tuple(history), int(px.n_failed) if px is not None else 0,
                       time.perf_counter() - t0, g_prev if ok else None)
 
 
-def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star) -> GAMPIterate:
+def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> GAMPIterate:
     d = S.shape[0]
     m = float(np.sum(S0 * S)) / d if S0 is not None else math.nan
     q = float(np.sum(S * S)) / d
@@ -329,7 +341,7 @@ def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star) -> GAMPIt
     test_err = math.nan
     if test is not None:
         test_err = float(np.mean(channel.test_terms(u_test_star, test[0].forward(S))))
-    return GAMPIterate(t, m, q, V, Vh, change, train, test_err)
+    return GAMPIterate(t, m, q, V, Vh, change, train, test_err, eta)
 
 
 def _progress(total: int):

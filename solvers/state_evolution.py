@@ -221,6 +221,31 @@ class StateEvolution:
         return SpectrumPrediction(f, dens, atom, sig, dens_w, atom_w)
 
 
+def se_iterates(
+    problem: Problem,
+    x0,
+    n_iter: int,
+    *,
+    mc: MonteCarloOptions | None = None,
+    channel=None,
+) -> np.ndarray:
+    """The undamped SE trajectory x_0 = x0 = (m, q, V), x_(t+1) = F(x_t), shape (n_iter + 1, 3).
+
+    This is what GAMP's overlaps follow from an iterate with overlaps x0 (Shat^0
+    = 0 and V^0 = V0 give x0 = (0, 0, V0)); a step whose hats cannot be formed
+    (e.g. q < 0) ends the trajectory early with ValueError.
+    """
+    if int(n_iter) != n_iter or n_iter < 0:
+        raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
+    se = StateEvolution(problem, mc, channel)
+    xs = [np.asarray(x0, dtype=float)]
+    if xs[0].shape != (3,):
+        raise ValueError(f"x0 must be (m, q, V), got shape {xs[0].shape}")
+    for _ in range(int(n_iter)):
+        xs.append(np.asarray(se(xs[-1]), dtype=float))
+    return np.array(xs)
+
+
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
     """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions).
 

@@ -236,13 +236,47 @@ def test_quickstart_no_erm_writes_three_files(capsys, tmp_path: Path) -> None:
     assert "test_error" in out and "matrix_mse" in out
 
 
+# --------------------------------------------------------------------------- amp
+
+
+def test_amp_json_runs_gamp_beside_the_se(capsys) -> None:
+    code, out, _ = run(capsys, "amp", "--d", "24", "--L", "2", "--noise", "0.5",
+                       "--target-spectrum", "quantile", "--se-iterates", "5", "--n-test", "2000",
+                       "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert PROBLEM_KEYS <= set(payload["params"]) and payload["params"]["d"] == 24
+    g = payload["gamp"]
+    assert g["converged"] and g["status"] == "converged"
+    assert len(g["history"]) == g["iterations"] + 1
+    assert g["final"]["kkt_residual"] < 1e-6
+    assert [r["t"] for r in payload["se_iterates"]] == list(range(6))
+    assert payload["se_iterates"][0] == {"t": 0, "m": 0.0, "q": 0.0, "V": 1.0}
+    assert payload["se"]["converged"]
+    # GAMP's first iterate already lands near the SE's (finite-size allowance at d = 24).
+    assert g["history"][1]["q"] == pytest.approx(payload["se_iterates"][1]["q"], rel=0.25)
+
+
+def test_amp_table_and_not_converged_exit_3(capsys) -> None:
+    code, out, err = run(capsys, "amp", "--d", "16", "--iterations", "3", "--se-iterates", "3")
+    assert code == 3
+    assert "SE m" in out and "kkt_residual" in out
+    assert "did not converge" in err and "--iterations" in err
+
+
+def test_amp_bad_damping_one_line(capsys) -> None:
+    code, _, err = run(capsys, "amp", "--damping", "0")
+    assert code == 2
+    assert_one_line_error(err, "--damping")
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["se", "--help"], ["erm", "--help"],
-                                  ["quickstart", "--help"]])
+                                  ["amp", "--help"], ["quickstart", "--help"]])
 def test_help(capsys, argv: list[str]) -> None:
     code, out, _ = run(capsys, *argv)
     assert code == 0
     assert "usage: amp-attention" in out
-    if argv[0] in ("se", "erm"):
+    if argv[0] in ("se", "erm", "amp"):
         for symbol in ("alpha = n/d^2", "kappa = p/d", "Delta", "lam d Tr S", "beta"):
             assert symbol in out, symbol
 
