@@ -110,3 +110,25 @@ def run_point(name: str, seeds: dict[int, int] = SEEDS) -> dict:
 
 def load_record() -> dict:
     return json.loads(RECORD.read_text())
+
+
+def markdown_table(record: dict) -> str:
+    """The docs/validation.md table of a record: SE, extrapolated ERM, deviation, tolerance."""
+    lines = ["| point | SE train | ERM train (d->inf) | rel. | SE test | ERM test (d->inf) | rel. | tol. |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in sorted(record):
+        res = record[name]
+        cells = [name]
+        tols = []
+        for q in QUANTITIES:
+            th, fit = res["se"][q], res["fits"][q]
+            cells += [f"{th:.5f}", f"{fit['intercept']:.5f}+-{fit['intercept_se']:.5f}",
+                      f"{100 * (fit['intercept'] / th - 1):+.1f}%"]
+            tols.append(100 * tolerance(th, fit, res["se_mc_stderr"][q]) / abs(th))
+        cells.append("/".join(f"{t:.1f}%" for t in tols))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table(load_record()))
