@@ -559,7 +559,7 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
 
 @njit(cache=True)
 def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
-              U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat, Vs):
+              U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat, Vs, Uprev, warm):
     """Multi-start prox of one sample; writes uhat, returns (F, failed, trace term).
 
     Four Newton runs: from (i) omega, (ii) the channel's data-consistent point,
@@ -574,24 +574,54 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     ``failed`` says that it is not a converged local minimum.
     Trace term: t = tr(I - (I + D H)^{-1}) = K - tr((I + D H)^{-1}), D = diag(V), H the
     Hessian of l at uhat.
+
+    Warm start (``warm``): runs (iii) and (iv) start from their own end points
+    of a previous call on a nearby problem (``Uprev`` rows 2-3) instead of being
+    rebuilt (the continuation is the expensive part), and are run once if they
+    coincide; runs (i) and (ii) start afresh from omega and the data-consistent
+    point.  Each previously found minimiser is thus followed to the new problem
+    in a few Newton steps.  U holds the four end points on return.
     """
     K = omega.size
     for k in range(K):
         U[0, k] = omega[k]
-    _startf(y, omega, V, par, ka, kb, tau, work, U[1])
-    for k in range(K):
-        U[2, k] = 0.5 * (U[0, k] + U[1, k])
-        U[3, k] = U[1, k]
-    for Vc in CONTINUATION:
+    if warm:
+        _startf(y, omega, V, par, ka, kb, tau, work, U[1])
+        for s in range(2, 4):
+            for k in range(K):
+                U[s, k] = Uprev[s, k]
+    else:
+        _startf(y, omega, V, par, ka, kb, tau, work, U[1])
         for k in range(K):
-            Vs[k] = Vc * V[k]
-        _newton(y, omega, Vs, par, ka, kb, tau, gtol, maxit, work, U[3], grad, hess, C,
-                gF, d, ut)
+            U[2, k] = 0.5 * (U[0, k] + U[1, k])
+            U[3, k] = U[1, k]
+        for Vc in CONTINUATION:
+            for k in range(K):
+                Vs[k] = Vc * V[k]
+            _newton(y, omega, Vs, par, ka, kb, tau, gtol, maxit, work, U[3], grad, hess, C,
+                    gF, d, ut)
     best = -1
     Fbest = np.inf
     for s in range(4):
-        Fs[s], st[s] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
-                               U[s], grad, hess, C, gF, d, ut)
+        twin = -1
+        if warm and s >= 3:
+            for s2 in range(2, s):
+                same = True
+                for k in range(K):
+                    if abs(Uprev[s, k] - Uprev[s2, k]) > 1e-9 * (1.0 + abs(Uprev[s2, k])):
+                        same = False
+                        break
+                if same:
+                    twin = s2
+                    break
+        if twin >= 0:
+            for k in range(K):
+                U[s, k] = U[twin, k]
+            Fs[s] = Fs[twin]
+            st[s] = st[twin]
+        else:
+            Fs[s], st[s] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
+                                   U[s], grad, hess, C, gF, d, ut)
         if best < 0 or Fs[s] < Fbest:
             best = s
             Fbest = Fs[s] if math.isfinite(Fs[s]) else np.inf
@@ -621,7 +651,7 @@ def _start_weak(y, omega, V, par, ka, kb, tau, work, u0):
 
 @njit(cache=True)
 def _prox_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
-                uhat, gout, trace, obj, failed):
+                uhat, gout, trace, obj, failed, Uprev, warm, Uend):
     K = Omega.shape[1]
     work = np.empty(wsize)
     U = np.empty((4, K))
@@ -637,7 +667,11 @@ def _prox_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
     Vs = np.empty(K)
     for i in range(lo, hi):
         F, fl, t = _prox_one(Y[i], Omega[i], V[i], par, ka, kb, tau, gtol, maxit,
-                             work, U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat[i], Vs)
+                             work, U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat[i], Vs,
+                             Uprev[i], warm)
+        for s in range(4):
+            for k in range(K):
+                Uend[i, s, k] = U[s, k]
         obj[i] = F
         failed[i] = fl
         trace[i] = t
@@ -676,20 +710,26 @@ def _starts_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, wsize, S):
 
 # ------------------------------------------------------------ batch drivers
 @njit(cache=True, parallel=True)
-def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize):
-    """Multi-start prox of n samples: (uhat, g_out, trace, objective, failed)."""
+def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, Uprev, warm):
+    """Multi-start prox of n samples: (uhat, g_out, trace, objective, failed, ends).
+
+    ``ends`` (n, 4, K): the end points of the four Newton runs, which a later
+    call with ``warm=True`` takes as ``Uprev`` (see :func:`_prox_one`); with
+    ``warm=False`` ``Uprev`` is not read (any (n, 4, K) array, e.g. empty rows).
+    """
     n, K = Omega.shape
     uhat = np.empty((n, K))
     gout = np.empty((n, K))
     trace = np.empty(n)
     obj = np.empty(n)
     failed = np.zeros(n, dtype=np.bool_)
+    Uend = np.empty((n, 4, K))
     nchunk = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunk):
         lo = c * _CHUNK
         _prox_chunk(lo, min(n, lo + _CHUNK), Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
-                    uhat, gout, trace, obj, failed)
-    return uhat, gout, trace, obj, failed
+                    uhat, gout, trace, obj, failed, Uprev, warm, Uend)
+    return uhat, gout, trace, obj, failed, Uend
 
 
 # The two diagnostics drivers below are serial: they serve tests and small

@@ -52,7 +52,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .channels.softmax import ProxBatch
 from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
 
 # V beyond this (relative to the start) or below this is reported as divergence.
@@ -73,7 +72,11 @@ class GAMPOptions:
     adaptive   halve the damping (down to 0.05) whenever the relative change has
                not halved over the last 10 iterations -- GAMP at small d can lock
                into a period-2 cycle -- at most once per 10 iterations and not
-               before iteration 20 (the early, SE-tracked iterates stay as asked).
+               before iteration 20 (the early, SE-tracked iterates stay as asked);
+    warm_prox  from the second iteration on, restart the prox's data-side Newton
+               runs from their previous end points (``prox_batch(warm_from=)``,
+               ~3x cheaper for softmax).  Fixed points stay ERM stationary
+               points either way.
     """
 
     max_iter: int = 300
@@ -82,6 +85,7 @@ class GAMPOptions:
     V0: float = 1.0
     row_norms: bool = True
     adaptive: bool = True
+    warm_prox: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
@@ -282,7 +286,8 @@ def gamp(
     for t in range(opts.max_iter):
         Vr = V * r
         omega = u - Vr * g_prev
-        px: ProxBatch = channel.prox_batch(y, omega, Vr)
+        warm = px.ends if (opts.warm_prox and px is not None) else None
+        px = channel.prox_batch(y, omega, Vr, warm_from=warm)
         g = px.g_out
         if eta < 1.0 and t > 0:
             g = (1.0 - eta) * g_prev + eta * g

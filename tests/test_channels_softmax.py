@@ -184,6 +184,32 @@ def test_prox_with_per_component_variances(ch):
         ch.prox_batch(y, omega, np.ones((n, K + 1)))
 
 
+@pytest.mark.parametrize("ch", [SoftmaxChannel(2, 1.0, 0.1), SoftmaxChannel(3, 1.0, 0.1),
+                                Seq2LabChannel(2, 1.0)], ids=repr)
+def test_warm_started_prox_follows_the_minimisers(ch):
+    """After a small change of (y, omega, V) -- one GAMP or SE iteration -- the
+    warm-started prox (data-side runs restarted from their previous end points)
+    returns the cold multi-start's minimiser at beta = 1, and it is never worse
+    than its own fresh starts (omega and the data-consistent point)."""
+    rng = np.random.default_rng(11)
+    n = 400
+    y, omega, _ = _problem(ch, n, rng, 0.1)
+    first = ch.prox_batch(y, omega, 0.9)
+    assert first.ends.shape == (n, 4, ch.K)
+    y2 = y + 1e-3 * rng.standard_normal(y.shape)
+    omega2 = omega * (1 + 1e-3)
+    cold = ch.prox_batch(y2, omega2, 0.91)
+    warm = ch.prox_batch(y2, omega2, 0.91, warm_from=first.ends)
+    assert np.allclose(warm.uhat, cold.uhat, rtol=1e-9, atol=1e-10)
+    assert np.allclose(warm.trace_term, cold.trace_term, rtol=1e-9, atol=1e-12)
+    starts = ch.prox_starts(y2, omega2, 0.91)[:, :2]
+    for s in range(2):
+        _, F, _ = ch.newton_from(y2, omega2, 0.91, starts[:, s])
+        assert np.all(warm.objective <= F + 1e-12 * (1 + np.abs(F)))
+    with pytest.raises(ValueError, match="warm_from"):
+        ch.prox_batch(y2, omega2, 0.91, warm_from=first.ends[:, :3])
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     L=st.sampled_from([2, 3]),

@@ -110,9 +110,9 @@ class CustomChannel(NewtonChannel):
         h = np.ascontiguousarray(h, dtype=np.float64)
         return self._k["jac"](h)
 
-    def _prox_raw(self, Y, Omega, V):
+    def _prox_raw(self, Y, Omega, V, Uprev, warm):
         return self._k["prox_batch"](Y, Omega, V, self._par, self._ka, self._kb, self._tau,
-                                     self.gtol, MAXIT, self._wsize)
+                                     self.gtol, MAXIT, self._wsize, Uprev, warm)
 
     def _newton_raw(self, Y, Omega, U0, V):
         return self._k["newton_batch"](Y, Omega, U0, V, self._par, self._ka, self._kb, self._tau,

@@ -128,10 +128,11 @@ class LinearChannel:
         G[:, self._ka, self._kb] = R
         return 0.5 * np.sum(R * R, axis=1), G
 
-    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
+    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V, warm_from=None) -> ProxBatch:
         """Closed-form prox with labels y in output units (y_u = y / tau); never fails.
 
-        V: scalar, per sample (n,) or per component (n, K) (:func:`variance_matrix`)."""
+        V: scalar, per sample (n,) or per component (n, K) (:func:`variance_matrix`);
+        ``warm_from`` is accepted for interface compatibility and ignored (closed form)."""
         Y = _as_2d("y", y, self.K)
         Omega = _as_2d("omega", omega, self.K)
         n = Y.shape[0]
