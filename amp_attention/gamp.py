@@ -151,19 +151,21 @@ class GAMPResult:
         return out
 
 
-def u_of(X: np.ndarray, S: np.ndarray, tau: np.ndarray) -> np.ndarray:
+def u_of(X: np.ndarray, S: np.ndarray, tau: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """u_mu,k(S) = h_ab(S; x_mu) / tau_ab, shape (n, K)."""
-    return measure(X, S) / tau
+    return measure(X, S, work) / tau
 
 
-def u_adjoint(X: np.ndarray, g: np.ndarray, tau: np.ndarray) -> np.ndarray:
+def u_adjoint(X: np.ndarray, g: np.ndarray, tau: np.ndarray,
+              work: np.ndarray | None = None) -> np.ndarray:
     """A_u*(g) = sum_mu,k g_mu,k dh_ab/dS / tau_ab: the Frobenius adjoint of :func:`u_of`."""
-    return measure_adjoint(X, g / tau)
+    return measure_adjoint(X, g / tau, work)
 
 
 class TokenSensing:
     """The measurement operator of the data, S -> u(S) and its adjoint, as GEMMs
-    over the tokens (:mod:`amp_attention.operators`); memory O(n L d)."""
+    over the tokens (:mod:`amp_attention.operators`); memory O(n L d): the
+    tokens and one (n, L, d) work buffer that every call reuses."""
 
     def __init__(self, X: np.ndarray):
         X = np.asarray(X, dtype=np.float64)
@@ -173,12 +175,13 @@ class TokenSensing:
         self.n, self.L, self.d = X.shape
         self.K = self.L * (self.L + 1) // 2
         self.tau = tau_of(self.L)
+        self._work = np.empty_like(self.X)
 
     def forward(self, S: np.ndarray) -> np.ndarray:
-        return u_of(self.X, S, self.tau)
+        return u_of(self.X, S, self.tau, self._work)
 
     def adjoint(self, g: np.ndarray) -> np.ndarray:
-        return u_adjoint(self.X, g, self.tau)
+        return u_adjoint(self.X, g, self.tau, self._work)
 
     def row_norms(self) -> np.ndarray:
         return sensing_norms(self.X)

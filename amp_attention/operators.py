@@ -53,15 +53,26 @@ def _contiguous(X: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(X, dtype=np.float64)
 
 
-def measure(X: np.ndarray, S: np.ndarray) -> np.ndarray:
+def _workspace(work: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    if work is None:
+        return np.empty(shape)
+    if work.shape != shape or work.dtype != np.float64 or not work.flags.c_contiguous:
+        raise ValueError(f"work must be a C-contiguous float64 array of shape {shape}")
+    return work
+
+
+def measure(X: np.ndarray, S: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """B(S) = upper_triangle(h(S)), shape (n, K): the linear-channel measurements.
 
-    One GEMM (X S) plus the K per-sample dot products (Numba)."""
+    One GEMM (X S) plus the K per-sample dot products (Numba).  ``work``, an
+    (n, L, d) float64 buffer, receives X S: iterative callers pass the same
+    buffer every time and so avoid faulting in a fresh n L d array per call."""
     n, L, d = _check_X(X)
     if S.shape != (d, d):
         raise ValueError(f"S must have shape ({d}, {d}), got {S.shape}")
     X = _contiguous(X)
-    XS = (X.reshape(n * L, d) @ S).reshape(n, L, d)
+    XS = _workspace(work, (n, L, d))
+    np.matmul(X.reshape(n * L, d), np.asarray(S, dtype=np.float64), out=XS.reshape(n * L, d))
     ka, kb = _kernel_indices(L)
     out = np.empty((n, ka.size))
     upper_products(XS, X, ka, kb, out)
@@ -75,13 +86,14 @@ def preactivations(X: np.ndarray, S: np.ndarray) -> np.ndarray:
     return from_upper_triangle(measure(X, S), X.shape[1])
 
 
-def _adjoint_from_upper(X: np.ndarray, r: np.ndarray) -> np.ndarray:
+def _adjoint_from_upper(X: np.ndarray, r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """A*(Rt) for the symmetric Rt with upper triangle r (Rt_aa = r_aa, Rt_ab = r_ab/2):
-    (sum_mu X_mu^T Rt_mu X_mu - (sum_mu tr Rt_mu) I)/sqrt(d), one GEMM."""
+    (sum_mu X_mu^T Rt_mu X_mu - (sum_mu tr Rt_mu) I)/sqrt(d), one GEMM; ``work``
+    as in :func:`measure`."""
     n, L, d = X.shape
     ka, kb = _kernel_indices(L)
     X = _contiguous(X)
-    M = np.empty((n, L, d))
+    M = _workspace(work, (n, L, d))
     weighted_tokens(np.ascontiguousarray(r, dtype=np.float64), X, ka, kb, M)
     G = X.reshape(n * L, d).T @ M.reshape(n * L, d)
     G = 0.5 * (G + G.T)
@@ -137,12 +149,13 @@ def residual_weights(r: np.ndarray, L: int) -> np.ndarray:
     return from_upper_triangle(r * half, L)
 
 
-def measure_adjoint(X: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """B*(r) = A*(Rtilde(r)) for r of shape (n, K): adjoint of :func:`measure` on Sym(d)."""
+def measure_adjoint(X: np.ndarray, r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
+    """B*(r) = A*(Rtilde(r)) for r of shape (n, K): adjoint of :func:`measure` on Sym(d)
+    (``work`` as in :func:`measure`)."""
     n, L, d = _check_X(X)
     if r.shape != (n, L * (L + 1) // 2):
         raise ValueError(f"r must have shape ({n}, {L * (L + 1) // 2}), got {r.shape}")
-    return _adjoint_from_upper(X, r)
+    return _adjoint_from_upper(X, r, work)
 
 
 def sensing_norms(X: np.ndarray) -> np.ndarray:

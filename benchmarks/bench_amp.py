@@ -6,13 +6,15 @@ For each d (alpha = 1, L = 2 by default; kappa0 = 0.5, kappa = 1, lam = 0.1):
 
 * GEMM rate: numpy matmul of the two products one GAMP iteration needs,
   (nL x d) @ (d x d) and (d x nL) @ (nL x d), timed alone in the same run
-  (median of 5) -> GFLOP/s;
+  (best of 10 each: the throughput the machine can deliver) -> GFLOP/s;
 * one GAMP iteration (median over ``--iters`` after two warm-up iterations,
-  linear and softmax seq2seq channels) and the fraction of it that those two
-  GEMMs account for at the measured rate: fraction = t_GEMMs / t_iteration
+  linear and softmax seq2seq channels) and the fraction of GEMM throughput it
+  achieves: (GEMM flops of one iteration / t_iteration) / GEMM rate, i.e. the
+  share of the iteration the two GEMMs would take at the machine's best rate
   (target from issue 4: >= 50 %);
-* peak memory allocated during GAMP (tracemalloc, separate short run) relative
-  to the size of the data X and y;
+* peak memory of a GAMP run (tracemalloc, separate short run: the sensing
+  operator with its work buffer, and everything GAMP allocates) relative to
+  the size of the data X and y;
 * the naive dense formulation -- an explicit (n K) x N sensing matrix on the
   coordinates of Sym(d), as simple reference codes build it -- at the largest
   d whose matrix fits in a quarter of the RAM (at most the largest --d): its
@@ -37,13 +39,13 @@ from amp_attention.gamp import DenseSensing, GAMPOptions, TokenSensing, gamp
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
 
-def median_time(f, repeats: int = 5) -> float:
+def timings(f, repeats: int) -> list[float]:
     ts = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         f()
         ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
+    return ts
 
 
 def gemm_times(X: np.ndarray) -> tuple[float, float, float]:
@@ -53,8 +55,8 @@ def gemm_times(X: np.ndarray) -> tuple[float, float, float]:
     rng = np.random.default_rng(0)
     S = rng.standard_normal((d, d))
     M2 = rng.standard_normal((n * L, d))
-    t_f = median_time(lambda: X2 @ S)
-    t_a = median_time(lambda: X2.T @ M2)
+    t_f = min(timings(lambda: X2 @ S, 10))
+    t_a = min(timings(lambda: X2.T @ M2, 10))
     flops = 2 * 2.0 * n * L * d * d
     return t_f, t_a, flops / (t_f + t_a) / 1e9
 
@@ -71,9 +73,9 @@ def iteration_time(sensing, y, ch, den, iters: int) -> float:
     return float(np.median(np.diff(stamps[1:])))  # drop the first (warm-up) interval
 
 
-def peak_memory(sensing, y, ch, den) -> int:
+def peak_memory(X, y, ch, den) -> int:
     tracemalloc.start()
-    gamp(sensing, y, ch, den, options=GAMPOptions(max_iter=3, tol=1e-300))
+    gamp(TokenSensing(X), y, ch, den, options=GAMPOptions(max_iter=3, tol=1e-300))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return peak
@@ -108,7 +110,7 @@ def main(argv=None) -> None:
             gamp(sensing, data.y, ch, den, options=GAMPOptions(max_iter=1))  # compile
             t_it = iteration_time(sensing, data.y, ch, den, args.iters)
             data_bytes = data.X.nbytes + data.y.nbytes
-            peak = peak_memory(sensing, data.y, ch, den)
+            peak = peak_memory(data.X, data.y, ch, den)
             frac = (t_f + t_a) / t_it
             rows.append({"d": d, "n": data.n, "L": args.L, "alpha": args.alpha, "channel": name,
                          "gemm_forward_s": t_f, "gemm_adjoint_s": t_a, "gemm_gflops": rate,
