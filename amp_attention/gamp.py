@@ -69,10 +69,12 @@ class GAMPOptions:
     damping    in (0, 1]: x <- (1 - damping) x_old + damping x_new for Shat, V, g;
     V0         the initial V (Shat^0 = S_init or 0, g^(-1) = 0);
     row_norms  use the per-row variances V r_mu,k (True) or one V for all rows;
-    adaptive   halve the damping (down to 0.05) whenever the relative change has
-               not halved over the last 10 iterations -- GAMP at small d can lock
-               into a period-2 cycle -- at most once per 10 iterations and not
-               before iteration 20 (the early, SE-tracked iterates stay as asked);
+    adaptive   halve the damping (down to 0.05) when the iteration oscillates --
+               GAMP at small d can lock into a period-2 cycle -- i.e. when three
+               successive steps of Shat each point against the previous one
+               (cosine < -0.5); not before iteration 20 (the early, SE-tracked
+               iterates stay as asked).  Slow monotone convergence is left alone:
+               damping would only slow it further;
     warm_prox  from the second iteration on, restart the prox's data-side Newton
                runs from their previous end points (``prox_batch(warm_from=)``,
                ~3x cheaper for softmax).  Fixed points stay ERM stationary
@@ -285,7 +287,7 @@ def gamp(
     bar = _progress(opts.max_iter) if progress else None
     u = A.forward(S)
     status, converged, change, Vh, px = "max_iter: not converged", False, math.inf, math.nan, None
-    eta, last_cut = float(opts.damping), 0
+    eta, flips, step_prev, norm_prev = float(opts.damping), 0, None, 0.0
     for t in range(opts.max_iter):
         Vr = V * r
         omega = u - Vr * g_prev
@@ -309,8 +311,13 @@ def gamp(
         if not (V_MIN < V_new < V_MAX * max(1.0, opts.V0)):
             status = _diverged(t, f"V = {V_new:.3e} left (0, {V_MAX:.0e})")
             break
-        norm_new = float(np.linalg.norm(S_new))
-        change = max(float(np.linalg.norm(S_new - S)) / max(norm_new, 1e-12), abs(V_new - V) / V_new)
+        step = S_new - S
+        norm_step = float(np.linalg.norm(step))
+        change = max(norm_step / max(float(np.linalg.norm(S_new)), 1e-12), abs(V_new - V) / V_new)
+        if step_prev is not None:
+            # a period-2 cycle: each step points back along the previous one
+            flips = flips + 1 if float(np.sum(step * step_prev)) < -0.5 * norm_step * norm_prev else 0
+        step_prev, norm_prev = step, norm_step
         row = _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta)
         history.append(row)
         if callback is not None:
@@ -326,9 +333,8 @@ def gamp(
         if t >= 20 and change > 1e6 * min(h.change for h in history):
             status = _diverged(t, f"relative change grew to {change:.2e}")
             break
-        if (opts.adaptive and t >= 20 and t - last_cut >= 10 and eta > 0.05
-                and change > 0.5 * history[t - 10].change):
-            eta, last_cut = max(0.5 * eta, 0.05), t
+        if opts.adaptive and t >= 20 and flips >= 3 and eta > 0.05:
+            eta, flips = max(0.5 * eta, 0.05), 0
     if bar is not None:
         bar.close()
     ok = converged or status.startswith("max_iter")
