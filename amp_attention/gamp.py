@@ -37,7 +37,7 @@ R(S) = sum_mu l(y_mu, u_mu(S)) + lam d Tr S over PSD S (THEORY 2).
 
 Damping ``damping`` in (0, 1] mixes Shat, V and g with their previous values
 (it does not move fixed points); by default it is halved when the iteration
-stagnates (see :class:`GAMPOptions`).  Divergence -- a non-finite iterate, V or Vh
+oscillates (see :class:`GAMPOptions`).  Divergence -- a non-finite iterate, V or Vh
 out of range, or the change growing without bound -- stops the iteration with
 ``status`` "diverged at iteration t: ... (hint)" and no estimate is returned.
 """
