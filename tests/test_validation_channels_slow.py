@@ -6,10 +6,9 @@ Protocol in validation_channels.py.  Run:
 2 cores; AMP_VALIDATION_CACHE=DIR keeps every finished run and resumes).
 """
 
-import json
-import os
 
 import pytest
+from recording import write_record
 
 from validation_channels import POINTS, QUANTITIES, RECORD, run_point, tolerance
 
@@ -34,6 +33,4 @@ def test_se_matches_extrapolated_erm(name):
 
 
 def test_write_record():
-    if os.environ.get("AMP_RECORD") != "1" or len(_results) != len(POINTS):
-        pytest.skip("set AMP_RECORD=1 and run the whole module to rewrite the record")
-    RECORD.write_text(json.dumps(_results, indent=1, sort_keys=True))
+    write_record(_results, len(POINTS), RECORD)

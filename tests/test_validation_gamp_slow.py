@@ -10,11 +10,10 @@ Run:  AMP_RECORD=1 python -m pytest -m slow tests/test_validation_gamp_slow.py
 (AMP_RECORD=1 rewrites the record; about 4 min).
 """
 
-import json
-import os
 
 import numpy as np
 import pytest
+from recording import write_record
 
 from validation_gamp import CASES, RECORD, run_case
 
@@ -38,6 +37,4 @@ def test_gamp_iterates_follow_the_se(name):
 
 
 def test_write_record():
-    if os.environ.get("AMP_RECORD") != "1" or len(_results) != len(CASES):
-        pytest.skip("set AMP_RECORD=1 and run the whole module to rewrite the record")
-    RECORD.write_text(json.dumps(_results, indent=1, sort_keys=True))
+    write_record(_results, len(CASES), RECORD)

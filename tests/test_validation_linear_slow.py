@@ -16,10 +16,9 @@ Set AMP_RECORD=1 to rewrite tests/data/linear_finite_size.json (the record the
 fast d = 64 test derives its allowance from).  About 20-30 min on 2 cores.
 """
 
-import json
-import os
 
 import pytest
+from recording import write_record
 
 from validation_linear import POINTS, QUANTITIES, RECORD, run_point
 
@@ -40,6 +39,4 @@ def test_se_matches_extrapolated_erm(name):
 
 
 def test_write_record():
-    if os.environ.get("AMP_RECORD") != "1" or len(_results) != len(POINTS):
-        pytest.skip("set AMP_RECORD=1 and run the whole module to rewrite the record")
-    RECORD.write_text(json.dumps(_results, indent=1, sort_keys=True))
+    write_record(_results, len(POINTS), RECORD)
