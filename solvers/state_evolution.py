@@ -83,6 +83,7 @@ class SEResult:
     mc_error_method: str = ""
     iterations_coarse: int = 0
     mc_failed_prox: int = 0
+    mc_warm_fallbacks: int = 0
     seconds: float = 0.0
     spectrum: SpectrumPrediction | None = field(default=None, repr=False)
 
@@ -118,13 +119,16 @@ class MonteCarloOptions:
     log2_n the fixed point is first found on the first 2**coarse_log2_n points of
     every replica, then refined on all points by quasi-Newton (Broyden) steps that
     start from the coarse Jacobian (a few expensive evaluations instead of a full iteration);
-    coarse_log2_n >= log2_n switches this off.
+    coarse_log2_n >= log2_n switches this off.  ``warm_start``: warm-started,
+    guarded prox evaluations after the first on each level
+    (:class:`~solvers.channel_integrals.MonteCarloChannel`).
     """
 
     log2_n: int = 14
     replicas: int = 8
     seed: int = 0
     coarse_log2_n: int = 10
+    warm_start: bool = True
 
     def __post_init__(self) -> None:
         if int(self.log2_n) != self.log2_n or not 4 <= self.log2_n <= 24:
@@ -154,7 +158,7 @@ class StateEvolution:
 
             mc = mc or MonteCarloOptions()
             channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
-                                        seed=mc.seed)
+                                        seed=mc.seed, warm_start=mc.warm_start)
         else:
             mc = None
         self.channel = channel
@@ -325,14 +329,16 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
-    mc_stderr, mc_method, failed = None, "", 0
+    mc_stderr, mc_method, failed, fallbacks = None, "", 0, 0
     if hasattr(se.channel, "last_replicas"):
         failed = se.channel.n_failed
+        fallbacks = se.channel.n_warm_fallback
         mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
     return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
                     residual=rep.residual, status=rep.status, start=best_name,
                     metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
                     mc_error_method=mc_method, mc_failed_prox=failed,
+                    mc_warm_fallbacks=fallbacks,
                     iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, spectrum=spec)
 
 

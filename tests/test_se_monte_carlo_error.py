@@ -69,3 +69,47 @@ def test_propagated_stderr_matches_the_spread_over_rqmc_seeds():
     # 10 seeds: the sample std has ~23 % relative error; [0.5, 2] is a > 99 %
     # interval for a correct estimate.  The unpropagated spread is 3-5x too small.
     assert np.all(reported > 0.5 * spread) and np.all(reported < 2.0 * spread), (spread, reported)
+
+
+def test_warm_started_integrals_equal_the_cold_ones_at_beta_1():
+    from amp_attention.channels import channel_for
+    from solvers.channel_integrals import MonteCarloChannel
+
+    ch = channel_for(PROBLEM.task)
+    cold = MonteCarloChannel(ch, log2_n=9, replicas=3, seed=4)
+    warm = MonteCarloChannel(ch, log2_n=9, replicas=3, seed=4, warm_start=True)
+    for x in [(1.1, 1.0, 0.9), (1.11, 1.01, 0.91), (1.12, 1.0, 0.92)]:
+        a, b = cold.se(*x, 1.5, 1.0), warm.se(*x, 1.5, 1.0)
+        for k in ("m_hat", "q_hat", "V_hat", "train_error"):
+            assert getattr(b, k) == pytest.approx(getattr(a, k), rel=1e-10), k
+    assert warm.n_warm == 6 and warm.n_warm_fallback == 0
+
+
+class _WorseWhenWarm:
+    """A channel whose warm-started prox is (artificially) worse on every sample."""
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def prox_batch(self, y, omega, V, warm_from=None):
+        px = self.real.prox_batch(y, omega, V)
+        if warm_from is None:
+            return px
+        return px.__class__(px.uhat, px.g_out + 1.0, px.trace_term, px.objective + 1.0, px.failed,
+                            px.n_failed, px.ends)
+
+
+def test_warm_start_guard_falls_back_to_the_cold_solve():
+    from amp_attention.channels import channel_for
+    from solvers.channel_integrals import MonteCarloChannel
+
+    ch = channel_for(PROBLEM.task)
+    ref = MonteCarloChannel(ch, log2_n=8, replicas=2, seed=1)
+    bad = MonteCarloChannel(_WorseWhenWarm(ch), log2_n=8, replicas=2, seed=1, warm_start=True)
+    for x in [(1.1, 1.0, 0.9), (1.11, 1.01, 0.91)]:
+        a, b = ref.se(*x, 1.5, 1.0), bad.se(*x, 1.5, 1.0)
+    assert bad.n_warm_fallback == 2  # both replicas of the second evaluation
+    assert b.q_hat == pytest.approx(a.q_hat, rel=1e-12)
