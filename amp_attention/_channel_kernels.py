@@ -764,9 +764,24 @@ def loss_grad_hess_one(y, u, par, ka, kb, tau, wsize):
     return l, grad, hess
 
 
+@njit(cache=True, parallel=True)
+def hessian_batch(Y, U, par, ka, kb, tau, wsize):
+    """Hessians of l in u at the rows of U, shape (n, K, K)."""
+    n, K = U.shape
+    H = np.empty((n, K, K))
+    nchunk = (n + _CHUNK - 1) // _CHUNK
+    for c in prange(nchunk):
+        work = np.empty(wsize)
+        grad = np.empty(K)
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            _evalf(U[i], Y[i], par, ka, kb, tau, 2, work, grad, H[i])
+    return H
+
+
 _TEMPLATES = ("_newton", "_prox_one", "_start_weak", "_prox_chunk", "_newton_chunk",
-              "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one")
-_PARALLEL = ("prox_batch",)
+              "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one",
+              "hessian_batch")
+_PARALLEL = ("prox_batch", "hessian_batch")
 
 
 def _rebind(evalf, startf) -> dict:
@@ -927,6 +942,6 @@ def make_custom_kernels(g, jac, start, L: int, M: int) -> dict:
 
     ns = _rebind(evalf, startf)
     out = {name: ns[name] for name in ("prox_batch", "newton_batch", "starts_batch",
-                                       "loss_grad_hess_one")}
+                                       "loss_grad_hess_one", "hessian_batch")}
     out.update(outputs=outputs, loss_grad_h=loss_grad_h, jac=jacf, evalf=evalf)
     return out

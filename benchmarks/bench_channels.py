@@ -10,7 +10,7 @@ kappa0 = 0.5, kappa = 1, lam = 0.1, Delta = 0.1, alpha = 0.5):
   relative Monte-Carlo standard error it achieves on the train and test errors
   -- the error of the fixed point, propagated by the delta method over the
   replicas (targets from issue 3: <= 1e-3 relative in <= 20 s for L = 2 and
-  <= 60 s for L = 3).  Default sizes: 2^14 x 8 points for L = 2, 2^17 x 8 for
+  <= 60 s for L = 3).  Default sizes: 2^15 x 8 points for L = 2, 2^16 x 8 for
   L = 3; the fixed-point tolerance 1e-6 (relative residual) moves the errors by
   ~1e-5 relative, two orders below their Monte-Carlo error.
 """
@@ -27,7 +27,7 @@ from amp_attention.channels import channel_for
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
-CASES = [("softmax", 2, 14), ("softmax", 3, 17), ("seq2lab", 2, 14)]  # (channel, L, log2 n)
+CASES = [("softmax", 2, 15), ("softmax", 3, 16), ("seq2lab", 2, 15)]  # (channel, L, log2 n)
 
 
 def prox_timing(channel, n: int = 2**16, seed: int = 0) -> tuple[float, int]:
@@ -45,7 +45,7 @@ def prox_timing(channel, n: int = 2**16, seed: int = 0) -> tuple[float, int]:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log2n", type=int, default=None, help="points per replica, log2 "
-                    "(default: 14 for L = 2, 17 for L = 3)")
+                    "(default: 15 for L = 2, 16 for L = 3)")
     ap.add_argument("--cold", action="store_true",
                     help="no warm-started prox (MonteCarloOptions.warm_start=False)")
     ap.add_argument("--replicas", type=int, default=8)

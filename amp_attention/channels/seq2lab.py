@@ -45,6 +45,12 @@ class Seq2LabChannel(BuiltinNewtonChannel):
         A = softmax_rows(H, self.beta)
         return np.trace(A, axis1=1, axis2=2)[:, None] / self.L
 
+    def output_jacobian(self, U: np.ndarray) -> np.ndarray:
+        """d g(h(u)) / du with g = (1/L) sum_a A_aa, shape (n, 1, K)."""
+        _, D = self.row_softmax_jacobian(U)
+        L = self.L
+        return (np.trace(D, axis1=2, axis2=3) / L)[:, None, :]
+
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
         H = self._check_H(H)

@@ -312,6 +312,27 @@ class BuiltinNewtonChannel(NewtonChannel):
     def _lgh_raw(self, y, u):
         return ck.loss_grad_hess_one(y, u, self._par, self._ka, self._kb, self._tau, self._wsize)
 
+    def hessian_batch(self, y: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Hessian of l in u at every row of u, shape (n, K, K) (Numba, parallel)."""
+        return ck.hessian_batch(_as_2d("y", y, self.M), _as_2d("u", u, self.K), self._par,
+                                self._ka, self._kb, self._tau, self._wsize)
+
+    def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
+        D[:, k] = dA/du_k: dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), and u_k moves
+        h_ij and h_ji (k = (i, j)) with factor tau_k."""
+        U = _as_2d("u", U, self.K)
+        A = softmax_rows(self.h_from_u(U), self.beta)
+        n, L = U.shape[0], self.L
+        D = np.zeros((n, self.K, L, L))
+        eye = np.eye(L)
+        for k, (i, j) in enumerate(zip(self._ka, self._kb)):
+            D[:, k, i, :] += self.beta * A[:, i, :] * (eye[j] - A[:, i, j, None])
+            if i != j:
+                D[:, k, j, :] += self.beta * A[:, j, :] * (eye[i] - A[:, j, i, None])
+            D[:, k] *= self.tau[k]
+        return A, D
+
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(L={self.L}, beta={self.beta}, noise={self.noise}, "
                 f"noise_at={self.noise_at!r})")
@@ -356,6 +377,11 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         """softmax_rows(beta H) flattened row-major, shape (n, L^2)."""
         H = self._check_H(H)
         return softmax_rows(H, self.beta).reshape(H.shape[0], self.M)
+
+    def output_jacobian(self, U: np.ndarray) -> np.ndarray:
+        """d g(h(u)) / du, shape (n, M, K)."""
+        _, D = self.row_softmax_jacobian(U)
+        return D.reshape(D.shape[0], self.K, self.M).transpose(0, 2, 1)
 
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
