@@ -1,0 +1,207 @@
+"""Adam (and plain gradient descent) on the tied-attention layer (issue 5, THEORY 2).
+
+The layer is trained as a user would train it: parameters W in R^{p x d}
+(factorised, S_W = W^T W / sqrt(p d), weight decay (lam / sqrt(kappa)) ||W||_F^2
+= lam d Tr S_W) or S itself (element-wise, penalty lam d ||S||_F^2 / 2), on the
+exact objective of THEORY 2,
+
+    R = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 + penalty.
+
+Gradients are the analytic ones of :mod:`amp_attention.erm_nonlinear`
+(``objective_W``/``objective_S``: one forward GEMM, one adjoint GEMM; checked
+against finite differences in tests/test_erm_nonlinear.py).  Mini-batches of B
+samples estimate R by (n/B) sum_{mu in batch} l + penalty, so that every
+batch sees the same regulariser as the full objective.
+
+Stopping: the relative gradient norm ||grad R|| / ||grad R(start)|| <= tol
+(full batch), or a plateau -- no relative decrease of the full-batch loss by
+more than ``plateau_rtol`` over ``patience`` iterations (mini-batches: the
+full loss evaluated once per epoch, patience in epochs = max(2, patience B / n))
+-- after which the learning rate is halved (reduce on plateau); the run ends
+when it falls below ``lr_min``.  Each recorded row holds the
+loss, the gradient norm and the learning rate.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .erm_nonlinear import objective_S, objective_W
+
+OPTIMISERS = ("adam", "gd")
+
+
+@dataclass(frozen=True)
+class AdamOptions:
+    """Optimiser settings (see the module docstring).
+
+    optimiser "adam" or "gd"; lr the initial learning rate (Adam: per-coordinate
+    step size); beta1, beta2, eps Adam's constants; batch_size None for full
+    batch; max_iter the iteration cap; tol the relative gradient-norm target;
+    patience, plateau_rtol, lr_min the reduce-on-plateau rule; seed for the
+    mini-batch order.
+    """
+
+    optimiser: str = "adam"
+    lr: float = 1e-2
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-12
+    batch_size: int | None = None
+    max_iter: int = 50000
+    tol: float = 1e-7
+    patience: int = 100
+    plateau_rtol: float = 1e-9
+    lr_min: float = 1e-7
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.optimiser not in OPTIMISERS:
+            raise ValueError(f"optimiser must be one of {', '.join(OPTIMISERS)}, got {self.optimiser!r}")
+        for name in ("lr", "eps", "tol", "plateau_rtol", "lr_min"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a number in (0, inf), got {v!r}")
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 <= v < 1.0):
+                raise ValueError(f"{name} must lie in [0, 1), got {v!r}")
+        for name in ("max_iter", "patience"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or int(v) != v or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.batch_size is not None and (isinstance(self.batch_size, bool)
+                                            or int(self.batch_size) != self.batch_size
+                                            or self.batch_size < 1):
+            raise ValueError(f"batch_size must be None or an integer >= 1, got {self.batch_size!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class AdamRun:
+    """Outcome of :func:`train`: the parameter (W or S), S, the final full-batch
+    objective R and its relative gradient norm, status, iterations, and the
+    history rows (iteration, loss R/n, relative gradient norm, learning rate)."""
+
+    params: np.ndarray
+    S: np.ndarray
+    objective: float
+    grad_norm: float
+    converged: bool
+    status: str
+    iterations: int
+    history: tuple[tuple[int, float, float, float], ...] = field(repr=False, default=())
+    seconds: float = 0.0
+
+
+def _objective(X, y, P, channel, lam, elementwise: bool):
+    if elementwise:
+        return objective_S(X, y, P, channel, lam, "elementwise")
+    return objective_W(X, y, P, channel, lam)
+
+
+def _penalty(P: np.ndarray, lam: float, d: int, elementwise: bool) -> tuple[float, np.ndarray]:
+    """The regulariser and its gradient (what a mini-batch must not rescale)."""
+    if elementwise:
+        return 0.5 * lam * d * float(np.sum(P * P)), lam * d * P
+    c = math.sqrt(P.shape[0] * d)
+    return lam * d * float(np.sum(P * P)) / c, (2.0 * lam * d / c) * P
+
+
+def train(
+    X: np.ndarray,
+    y: np.ndarray,
+    channel,
+    lam: float,
+    P0: np.ndarray,
+    *,
+    elementwise: bool = False,
+    options: AdamOptions | None = None,
+    record_every: int = 10,
+) -> AdamRun:
+    """Minimise R from the start P0 (W0 of shape (p, d), or S0 of shape (d, d) with
+    ``elementwise``) by Adam or GD; see the module docstring.  Overflow is
+    detected and reported as divergence (no floating-point warnings)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _train(X, y, channel, lam, P0, elementwise, options, record_every)
+
+
+def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRun:
+    opts = options or AdamOptions()
+    t0 = time.perf_counter()
+    n, _, d = X.shape
+    P = np.array(P0, dtype=np.float64)
+    if elementwise and P.shape != (d, d):
+        raise ValueError(f"an element-wise start must have shape ({d}, {d}), got {P.shape}")
+    if not elementwise and (P.ndim != 2 or P.shape[1] != d):
+        raise ValueError(f"W0 must have shape (p, {d}), got {P.shape}")
+    rng = np.random.default_rng([opts.seed, 0xADA])
+    B = n if opts.batch_size is None else min(int(opts.batch_size), n)
+    m = np.zeros_like(P)
+    v = np.zeros_like(P)
+    lr = float(opts.lr)
+    R, G = _objective(X, y, P, channel, lam, elementwise)
+    g0 = max(float(np.linalg.norm(G)), 1e-300)
+    best, since, history = R, 0, [(0, R / n, 1.0, lr)]
+    order = rng.permutation(n)
+    pos = 0
+    patience = opts.patience if B == n else max(2, opts.patience * B // n)
+    status, converged, it = "max_iter: not converged", False, 0
+    for it in range(1, opts.max_iter + 1):
+        epoch_end = False
+        if B < n:
+            if pos + B > n:
+                order, pos, epoch_end = rng.permutation(n), 0, True
+            idx = np.sort(order[pos:pos + B])
+            pos += B
+            Rb, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise)
+            pen, gpen = _penalty(P, lam, d, elementwise)
+            G = (n / B) * (Gb - gpen) + gpen
+        if opts.optimiser == "adam":
+            m = opts.beta1 * m + (1 - opts.beta1) * G
+            v = opts.beta2 * v + (1 - opts.beta2) * G * G
+            mh = m / (1 - opts.beta1**it)
+            vh = v / (1 - opts.beta2**it)
+            P = P - lr * mh / (np.sqrt(vh) + opts.eps)
+        else:
+            P = P - lr * G
+        if not np.all(np.isfinite(P)):
+            status = f"diverged at iteration {it}: non-finite parameters (lower the learning rate)"
+            break
+        if B == n:
+            R, G = _objective(X, y, P, channel, lam, elementwise)
+            if not (math.isfinite(R) and np.all(np.isfinite(G))):
+                status = f"diverged at iteration {it}: non-finite loss (lower the learning rate)"
+                break
+            gnorm = float(np.linalg.norm(G)) / g0
+            if gnorm <= opts.tol:
+                converged, status = True, "converged"
+                history.append((it, R / n, gnorm, lr))
+                break
+        elif epoch_end:
+            R, _ = _objective(X, y, P, channel, lam, elementwise)
+            gnorm = math.nan
+        else:
+            continue
+        if it % record_every == 0 or B < n:
+            history.append((it, R / n, gnorm, lr))
+        if R < best * (1.0 - opts.plateau_rtol) - 1e-300:
+            best, since = R, 0
+        else:
+            since += 1
+            if since >= patience:
+                lr, since = 0.5 * lr, 0
+                if lr < opts.lr_min:
+                    # the loss-plateau criterion: no decrease left at any step size
+                    status = f"plateau: learning rate below lr_min = {opts.lr_min:g}"
+                    converged = True
+                    break
+    R, G = _objective(X, y, P, channel, lam, elementwise)
+    gnorm = float(np.linalg.norm(G)) / g0
+    c = 1.0 if elementwise else math.sqrt(P.shape[0] * d)
+    S = P if elementwise else (P.T @ P) / c
+    return AdamRun(P, 0.5 * (S + S.T), R, gnorm, converged, status, it, tuple(history),
+                   time.perf_counter() - t0)
