@@ -1,0 +1,114 @@
+"""Benchmark: one full-batch Adam step of the tied-attention layer, ours vs PyTorch.
+
+    python benchmarks/bench_train.py [--d 128 256] [--alpha 1] [--L 2] [--repeats 7]
+
+Same data, same objective (THEORY 2: R = sum_mu 1/2 ||y_mu - softmax_rows(beta
+h_mu)||^2 + lam d Tr S_W, S_W = W^T W / sqrt(p d), p = d), float64, 2 threads:
+
+* ours: ``erm_nonlinear.objective_W`` (analytic gradient through S: one
+  (nL x d) @ (d x d) GEMM forward, one adjoint GEMM) plus the Adam update of
+  ``amp_attention.adam``;
+* PyTorch: the layer written as users write it, XW = X W^T, h = XW XW^T /
+  sqrt(p d) - Tr(S_W) I / sqrt(d) per sample, row softmax, squared loss plus the
+  penalty, ``loss.backward()`` and ``torch.optim.Adam.step()``.
+
+Prints the median time of one step for each and the ratio (target from
+issue 5: ours not slower).  PyTorch is used only here; without it the
+comparison is skipped with a message.  The two gradients are compared once
+(relative difference printed) so that both sides compute the same thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+
+from amp_attention.adam import AdamOptions
+from amp_attention.channels import channel_for
+from amp_attention.erm_nonlinear import generate_channel_dataset, objective_W
+from amp_attention.spec import Learner, Problem, Task, WishartTarget
+
+
+def median_time(f, repeats: int) -> float:
+    f()  # warm-up
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--d", type=int, nargs="+", default=[128, 256])
+    ap.add_argument("--alpha", type=float, default=1.0)
+    ap.add_argument("--L", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        torch = None
+        print("PyTorch is not installed: timing ours only (pip install torch==2.13.0 for the comparison)")
+    else:
+        torch.set_num_threads(2)
+    lam, beta = 0.1, 1.0
+    opts = AdamOptions()
+    print(f"{'d':>4s} {'n':>7s} {'ours s/step':>12s} {'torch s/step':>13s} {'torch/ours':>10s} "
+          f"{'grad rel.diff':>13s}")
+    for d in args.d:
+        p = Problem(Task("softmax", L=args.L, beta=beta, noise=0.1), WishartTarget(0.5),
+                    Learner(1.0, lam), alpha=args.alpha)
+        ch = channel_for(p.task)
+        data = generate_channel_dataset(p, d, 0, ch)
+        W = 0.3 * np.random.default_rng(1).standard_normal((d, d))
+        state = {"W": W.copy(), "m": np.zeros_like(W), "v": np.zeros_like(W), "t": 0}
+
+        def ours_step() -> None:
+            _, G = objective_W(data.X, data.y, state["W"], ch, lam)
+            state["t"] += 1
+            t = state["t"]
+            state["m"] = opts.beta1 * state["m"] + (1 - opts.beta1) * G
+            state["v"] = opts.beta2 * state["v"] + (1 - opts.beta2) * G * G
+            mh = state["m"] / (1 - opts.beta1**t)
+            vh = state["v"] / (1 - opts.beta2**t)
+            state["W"] = state["W"] - opts.lr * mh / (np.sqrt(vh) + opts.eps)
+
+        t_ours = median_time(ours_step, args.repeats)
+        t_torch = math.nan
+        rel = math.nan
+        if torch is not None:
+            X = torch.from_numpy(data.X)
+            y = torch.from_numpy(data.y).reshape(data.n, args.L, args.L)
+            Wt = torch.tensor(W, requires_grad=True)
+            opt = torch.optim.Adam([Wt], lr=opts.lr, betas=(opts.beta1, opts.beta2), eps=opts.eps)
+            c = math.sqrt(d * d)
+            eye = torch.eye(args.L, dtype=torch.float64)
+
+            def loss_fn():
+                XW = X @ Wt.T                                   # (n, L, p)
+                trS = (Wt * Wt).sum() / c
+                h = (XW @ XW.transpose(1, 2) / c - trS * eye) / math.sqrt(d)
+                A = torch.softmax(beta * h, dim=2)
+                return 0.5 * ((y - A) ** 2).sum() + lam * d * trS
+
+            def torch_step() -> None:
+                opt.zero_grad()
+                loss_fn().backward()
+                opt.step()
+
+            loss = loss_fn()
+            loss.backward()
+            _, G = objective_W(data.X, data.y, W, ch, lam)
+            rel = float(np.linalg.norm(Wt.grad.numpy() - G) / np.linalg.norm(G))
+            t_torch = median_time(torch_step, args.repeats)
+        print(f"{d:4d} {data.n:7d} {t_ours:12.3f} {t_torch:13.3f} {t_torch / t_ours:10.2f} "
+              f"{rel:13.1e}")
+
+
+if __name__ == "__main__":
+    main()
