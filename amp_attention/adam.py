@@ -30,7 +30,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .erm_nonlinear import objective_S, objective_W
+from .channels import channel_for
+from .erm_nonlinear import (N_TEST_MIN, generate_channel_dataset, objective_S, objective_W,
+                            population_error)
+from .operators import preactivations
 
 OPTIMISERS = ("adam", "gd")
 
@@ -205,3 +208,105 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
     S = P if elementwise else (P.T @ P) / c
     return AdamRun(P, 0.5 * (S + S.T), R, gnorm, converged, status, it, tuple(history),
                    time.perf_counter() - t0)
+
+
+# ------------------------------------------------------------- one trained layer
+
+INITS = ("small", "random")
+#: seed tag of the initial weights
+INIT_SEED_TAG = 0x1A17
+
+
+@dataclass(frozen=True, eq=False)
+class LayerResult:
+    """One Adam-trained layer at dimension d on one data set.
+
+    train_error (1/n) sum ||y - g(h(S_W))||^2; test_error the clean population
+    error on a fresh test set (its Monte-Carlo ``test_error_stderr``);
+    matrix_mse ||S_W - S0||_F^2 / d; m = Tr(S0 S_W)/d, q = Tr(S_W^2)/d;
+    loss R/n; grad_norm the final relative gradient norm; eigenvalues_S the
+    eigenvalues of S_W (ascending); singular_values_W those of W (factorised
+    learner; None element-wise); history as in :class:`AdamRun`.
+    """
+
+    d: int
+    n: int
+    seed: int
+    train_error: float
+    test_error: float
+    test_error_stderr: float
+    matrix_mse: float
+    m: float
+    q: float
+    loss: float
+    grad_norm: float
+    converged: bool
+    status: str
+    iterations: int
+    seconds: float
+    eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
+    singular_values_W: np.ndarray | None = field(repr=False, default=None)
+    history: tuple = field(repr=False, default=())
+
+    def to_dict(self) -> dict:
+        """Scalars, the spectra as lists and the history rows (JSON-ready)."""
+        out = {k: getattr(self, k) for k in ("d", "n", "seed", "train_error", "test_error",
+                                              "test_error_stderr", "matrix_mse", "m", "q", "loss",
+                                              "grad_norm", "converged", "status", "iterations",
+                                              "seconds")}
+        out["eigenvalues_S"] = [float(v) for v in self.eigenvalues_S]
+        out["singular_values_W"] = (None if self.singular_values_W is None
+                                    else [float(v) for v in self.singular_values_W])
+        out["history"] = [list(h) for h in self.history]
+        return out
+
+
+def train_layer(
+    problem,
+    d: int,
+    seed: int,
+    *,
+    options: AdamOptions | None = None,
+    init: str = "random",
+    init_scale: float = 0.3,
+    channel=None,
+    target_spectrum: str = "sampled",
+    n_test: int | None = None,
+) -> LayerResult:
+    """Draw a data set (as :func:`~amp_attention.erm_nonlinear.generate_channel_dataset`),
+    train the layer of ``problem.learner`` with :func:`train`, and measure it.
+
+    init "small": W0 = 1e-3 N(0, 1) (element-wise: S0 = 0); "random":
+    W0 = init_scale N(0, 1) (element-wise: symmetric N(0, init_scale^2 / d)),
+    from default_rng([seed, INIT_SEED_TAG]).  p = max(1, round(kappa d)).  The
+    test set has max(n, 20000) samples unless ``n_test`` is given.
+    """
+    if init not in INITS:
+        raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
+    if not (math.isfinite(init_scale) and init_scale > 0):
+        raise ValueError(f"init_scale must be a number in (0, inf), got {init_scale!r}")
+    ch = channel_for(problem.task) if channel is None else channel
+    data = generate_channel_dataset(problem, d, seed, ch, target_spectrum)
+    learner = problem.learner
+    elementwise = learner.parameterisation == "elementwise"
+    rng = np.random.default_rng([seed, INIT_SEED_TAG])
+    if elementwise:
+        A = rng.standard_normal((d, d)) * (init_scale / math.sqrt(d))
+        P0 = np.zeros((d, d)) if init == "small" else 0.5 * (A + A.T)
+    else:
+        p = max(1, int(round(learner.kappa * d)))
+        P0 = (1e-3 if init == "small" else init_scale) * rng.standard_normal((p, d))
+    run = train(data.X, data.y, ch, learner.lam, P0, elementwise=elementwise, options=options)
+    S, S0 = run.S, data.S0
+    train_err = float(np.mean(np.sum((data.y - ch.outputs(preactivations(data.X, S))) ** 2, axis=1)))
+    nt = max(data.n, N_TEST_MIN) if n_test is None else int(n_test)
+    test, test_se, _ = population_error(ch, S0, S, nt, problem.task.L, seed)
+    return LayerResult(
+        d=d, n=data.n, seed=seed, train_error=train_err, test_error=test,
+        test_error_stderr=test_se, matrix_mse=float(np.sum((S - S0) ** 2)) / d,
+        m=float(np.sum(S0 * S)) / d, q=float(np.sum(S * S)) / d, loss=run.objective / data.n,
+        grad_norm=run.grad_norm, converged=run.converged, status=run.status,
+        iterations=run.iterations, seconds=run.seconds,
+        eigenvalues_S=np.linalg.eigvalsh(S),
+        singular_values_W=None if elementwise else np.linalg.svd(run.params, compute_uv=False),
+        history=run.history)

@@ -59,6 +59,7 @@ __all__ = [
     "direct_erm_channel",
     "generate_channel_dataset",
     "kkt_residual",
+    "population_error",
     "objective_S",
     "objective_W",
 ]
@@ -566,7 +567,7 @@ def _solve_apg(
 # ------------------------------------------------------------------- evaluation
 
 
-def _population_error(
+def population_error(
     channel: ChannelLike, S0: np.ndarray, S: np.ndarray, n_test: int, L: int, seed: int,
     chunk: int = 4096,
 ) -> tuple[float, float, float]:
@@ -766,7 +767,7 @@ def direct_erm_channel(
         rank = int(np.sum(ev_abs > 1e-9 * max(1.0, float(ev_abs.max(initial=0.0)))))
     else:
         rank = crit.support(S, best.gradf)
-    test, test_se, test_noisy = _population_error(channel, data.S0, S, n_test, task.L, seed)
+    test, test_se, test_noisy = population_error(channel, data.S0, S, n_test, task.L, seed)
     return ChannelERMResult(
         d=d,
         n=data.n,

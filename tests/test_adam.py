@@ -78,3 +78,24 @@ def test_divergence_is_reported():
 def test_bad_options_name_the_parameter(kw, name):
     with pytest.raises(ValueError, match=name):
         AdamOptions(**kw)
+
+
+def test_train_layer_measures_the_trained_layer():
+    import json
+
+    from amp_attention.adam import train_layer
+
+    p = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5)
+    res = train_layer(p, D, 0, options=AdamOptions(lr=0.03), target_spectrum="quantile")
+    erm = direct_erm(p, D, 0, target_spectrum="quantile", tol=1e-12, max_iter=100000)
+    assert res.converged and res.n == erm.n
+    assert res.loss == pytest.approx(erm.loss, rel=1e-6)
+    for k in ("train_error", "matrix_mse", "m", "q"):
+        assert getattr(res, k) == pytest.approx(getattr(erm, k), rel=2e-3), k
+    # L = 1 linear: the clean population error is exactly 2 ||S - S0||^2 / d.
+    assert abs(res.test_error - 2 * res.matrix_mse) <= 4 * res.test_error_stderr
+    assert res.eigenvalues_S.shape == (D,) and res.singular_values_W.shape == (D,)
+    assert np.allclose(np.sort(res.singular_values_W**2 / D), np.sort(res.eigenvalues_S), atol=1e-10)
+    json.dumps(res.to_dict())
+    with pytest.raises(ValueError, match="init"):
+        train_layer(p, D, 0, init="zeros")
