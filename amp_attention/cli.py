@@ -64,6 +64,7 @@ subcommands
   se          state-evolution fixed point of one problem (errors, overlaps, spectra)
   erm         direct ERM at finite d over several seeds (mean +- standard error)
   amp         GAMP on a synthetic data set, side by side with the SE
+  validate    SE curve vs Adam-trained layers over alpha, d and seeds (resumable)
   quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
 
 exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
@@ -257,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,quickstart}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,quickstart}", required=True)
     problem = _problem_parent()
 
     se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
@@ -288,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.set_defaults(func=cmd_se)
     _add_erm_parser(sub, problem)
     _add_amp_parser(sub, problem)
+    _add_validate_parser(sub, problem)
     _add_quickstart_parser(sub)
     return parser
 
@@ -366,6 +368,43 @@ def _add_amp_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, gamp, se_iterates, se} instead of tables")
     amp.set_defaults(func=cmd_amp)
+
+
+VALIDATE_DESCRIPTION = f"""\
+Theory vs simulation: for every alpha of --alphas, every d of --d and seeds
+0..--seeds-1, train the layer with Adam (full batch, reduce-on-plateau; the
+exact objective R) on a fresh data set and record train error, clean test
+error, matrix MSE, overlaps and spectra; each finished run is saved in
+OUT/runs/ and skipped on a rerun (interrupting loses nothing finished).  The SE
+is solved along alpha.  Writes OUT/validate.csv (per alpha: one row per d, the
+a + b/d extrapolation d = inf, and theory), OUT/validate.json and
+OUT/validate.png (test error, train error and matrix MSE vs alpha; test
+error vs 1/d).
+
+{MODEL}"""
+
+
+def _add_validate_parser(sub, problem: argparse.ArgumentParser) -> None:
+    v = sub.add_parser("validate", parents=[problem], formatter_class=_Formatter,
+                       help="SE vs Adam-trained layers over alpha, d, seeds (resumable)",
+                       description=VALIDATE_DESCRIPTION)
+    g = v.add_argument_group("sweep")
+    g.add_argument("--alphas", type=float, nargs="+", default=[0.25, 0.5, 0.75, 1.0],
+                   metavar="ALPHA", help="sample ratios (default: 0.25 0.5 0.75 1)")
+    g.add_argument("--d", type=int, nargs="+", default=[32, 48, 64], metavar="D",
+                   help="dimensions (default: 32 48 64)")
+    g.add_argument("--seeds", type=int, default=3, help="seeds per (alpha, d) (default: 3)")
+    g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="quantile",
+                   help="target eigenvalues (default: quantile, the small-spread choice for "
+                        "theory checks)")
+    g.add_argument("--lr", type=float, default=0.03, help="Adam learning rate (default: 0.03)")
+    g.add_argument("--batch-size", type=int, default=None,
+                   help="mini-batch size (default: full batch)")
+    g.add_argument("--out", default="amp-attention-validate", metavar="DIR",
+                   help="output directory, created if needed; reruns resume from it "
+                        "(default: ./amp-attention-validate)")
+    _add_mc_group(v)
+    v.set_defaults(func=cmd_validate)
 
 
 def _add_quickstart_parser(sub) -> None:
@@ -795,6 +834,36 @@ def cmd_amp(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_NOT_CONVERGED
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``amp-attention validate``: SE curve vs Adam-trained layers; CSV/JSON/PNG in --out."""
+    from solvers.validate import ValidationPlan, run_validation
+
+    from .adam import AdamOptions
+
+    problem = problem_from_args(args)
+    try:
+        adam = AdamOptions(lr=args.lr, batch_size=args.batch_size)
+        plan = ValidationPlan(problem, tuple(args.alphas), tuple(args.d), args.seeds,
+                              args.target_spectrum, adam, _mc_options(args))
+    except ValueError as exc:
+        raise _flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",
+                                "ds": "--d", "seeds": "--seeds"}) from None
+    out = _prepare_path(Path(args.out) / "validate.json").parent
+    summary = run_validation(plan, out, wrap=lambda items: _progress(items, desc="Adam runs"))
+    print(f"{summary['trained']} run(s) trained, the others resumed from {out / 'runs'}")
+    print(f"  {'alpha':>6} {'d':>6} {'test_error':>22} {'train_error':>22} {'matrix_mse':>22}")
+    for r in summary["table"]:
+        cells = " ".join(f"{r[q]:>11.5g} +-{r[q + '_stderr']:<8.2g}" for q in
+                         ("test_error", "train_error", "matrix_mse"))
+        print(f"  {r['alpha']:>6g} {r['d']:>6} {cells}")
+    print(f"wrote {out / 'validate.csv'}, {out / 'validate.json'} and {out / 'validate.png'}",
+          file=sys.stderr)
+    return EXIT_OK if summary["all_converged"] else EXIT_NOT_CONVERGED
 
 
 # --------------------------------------------------------------------------- quickstart

@@ -270,13 +270,23 @@ def test_amp_bad_damping_one_line(capsys) -> None:
     assert_one_line_error(err, "--damping")
 
 
+def test_validate_writes_outputs_and_resumes(capsys, tmp_path: Path) -> None:
+    argv = ["validate", "--alphas", "0.4", "--d", "12", "16", "--seeds", "2", "--noise", "0.5",
+            "--out", str(tmp_path / "v")]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "4 run(s) trained" in out
+    assert all((tmp_path / "v" / f).exists() for f in ("validate.csv", "validate.json", "validate.png"))
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "0 run(s) trained" in out
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["se", "--help"], ["erm", "--help"],
-                                  ["amp", "--help"], ["quickstart", "--help"]])
+                                  ["amp", "--help"], ["validate", "--help"], ["quickstart", "--help"]])
 def test_help(capsys, argv: list[str]) -> None:
     code, out, _ = run(capsys, *argv)
     assert code == 0
     assert "usage: amp-attention" in out
-    if argv[0] in ("se", "erm", "amp"):
+    if argv[0] in ("se", "erm", "amp", "validate"):
         for symbol in ("alpha = n/d^2", "kappa = p/d", "Delta", "lam d Tr S", "beta"):
             assert symbol in out, symbol
 

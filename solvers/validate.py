@@ -1,0 +1,206 @@
+"""Theory vs trained layers: the SE curve against Adam runs over (alpha, d, seed) (issue 5).
+
+For a base problem, a grid of sample ratios and a list of dimensions, every
+(alpha, d, seed) run trains the layer with Adam (:func:`amp_attention.adam.train_layer`)
+and is stored as one JSON file in ``OUT/runs`` (written atomically), so a
+rerun skips finished runs and an interrupted sweep resumes.  The SE is solved
+on a fine alpha grid (theory lines) and at the grid points.  Per alpha the
+per-seed values are fitted as a + b/d (:func:`solvers.extrapolation.fit_inverse_d`,
+variance exponent estimated when there are >= 2 seeds at >= 2 d).  Outputs:
+``OUT/validate.csv`` (one row per alpha and d, plus d = "inf" for the
+extrapolation and "theory"), ``OUT/validate.json`` (parameters, theory curve,
+table) and ``OUT/validate.png`` (test error, train error, matrix MSE against
+alpha, and the 1/d extrapolation of the test error).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from amp_attention.adam import AdamOptions, train_layer
+from amp_attention.spec import Problem
+
+from .extrapolation import fit_inverse_d
+from .state_evolution import MonteCarloOptions, solve_state_evolution
+
+QUANTITIES = ("test_error", "train_error", "matrix_mse")
+
+
+@dataclass(frozen=True)
+class ValidationPlan:
+    """What to run: ``problem`` (its alpha is replaced by each grid value), the
+    grid ``alphas``, dimensions ``ds``, ``seeds`` per (alpha, d), the target
+    spectrum, Adam options, the SE's Monte-Carlo options (non-linear channels)
+    and the number of points of the theory curve."""
+
+    problem: Problem
+    alphas: tuple[float, ...]
+    ds: tuple[int, ...]
+    seeds: int = 3
+    target_spectrum: str = "quantile"
+    adam: AdamOptions = AdamOptions()
+    mc: MonteCarloOptions | None = None
+    theory_points: int = 25
+
+    def __post_init__(self) -> None:
+        if not self.alphas or any(not (math.isfinite(a) and a > 0) for a in self.alphas):
+            raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {self.alphas!r}")
+        if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
+            raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
+        if int(self.seeds) != self.seeds or self.seeds < 1:
+            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
+        if int(self.theory_points) != self.theory_points or self.theory_points < 2:
+            raise ValueError(f"theory_points must be an integer >= 2, got {self.theory_points!r}")
+
+
+def _at(problem: Problem, alpha: float) -> Problem:
+    return dataclasses.replace(problem, alpha=float(alpha))
+
+
+def _write_json(path: Path, obj) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
+    return out / "runs" / f"a{alpha:.6g}_d{d}_s{seed}.json"
+
+
+def run_validation(
+    plan: ValidationPlan,
+    out: Path,
+    *,
+    wrap: Callable[[list], Iterable] | None = None,
+) -> dict:
+    """Run (or resume) the plan into directory ``out``; return the summary dict
+    (also written to validate.json), including ``trained``: how many runs this
+    call actually performed."""
+    out = Path(out)
+    (out / "runs").mkdir(parents=True, exist_ok=True)
+    todo = [(a, d, s) for a in plan.alphas for d in plan.ds for s in range(plan.seeds)
+            if not run_file(out, a, d, s).exists()]
+    for a, d, s in (wrap(todo) if wrap else todo):
+        res = train_layer(_at(plan.problem, a), d, s, options=plan.adam,
+                          target_spectrum=plan.target_spectrum)
+        _write_json(run_file(out, a, d, s), {"alpha": a, **res.to_dict()})
+    runs = [json.loads(run_file(out, a, d, s).read_text())
+            for a in plan.alphas for d in plan.ds for s in range(plan.seeds)]
+    grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
+                                                 plan.theory_points), plan.alphas]))
+    theory = []
+    for a in grid:
+        r = solve_state_evolution(_at(plan.problem, a), mc=plan.mc)
+        theory.append({"alpha": float(a), "converged": r.converged,
+                       **{q: getattr(r, q) for q in QUANTITIES},
+                       "mc_stderr": (None if r.mc_stderr is None
+                                     else {q: r.mc_stderr[q] for q in QUANTITIES})})
+    table = _table(plan, runs, theory)
+    summary = {"params": {**plan.problem.to_dict(), "alphas": list(plan.alphas),
+                          "ds": list(plan.ds), "seeds": plan.seeds,
+                          "target_spectrum": plan.target_spectrum,
+                          "adam": dataclasses.asdict(plan.adam)},
+               "theory": theory, "table": table, "trained": len(todo),
+               "all_converged": all(r["converged"] for r in runs)}
+    _write_json(out / "validate.json", summary)
+    _write_csv(out / "validate.csv", table)
+    plot_validation(summary, out / "validate.png")
+    return summary
+
+
+def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> list[dict]:
+    rows = []
+    by_alpha = {t["alpha"]: t for t in theory}
+    for a in plan.alphas:
+        sel = [r for r in runs if r["alpha"] == a]
+        for d in plan.ds:
+            rs = [r for r in sel if r["d"] == d]
+            row = {"alpha": a, "d": str(d), "n_seeds": len(rs)}
+            for q in QUANTITIES:
+                v = np.array([r[q] for r in rs])
+                row[q] = float(v.mean())
+                row[q + "_stderr"] = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
+            rows.append(row)
+        row = {"alpha": a, "d": "inf", "n_seeds": len(sel)}
+        enough = len(plan.ds) >= 2 and plan.seeds >= 2
+        for q in QUANTITIES:
+            if len(plan.ds) >= 2 and len(sel) >= 3:
+                fit = fit_inverse_d([r["d"] for r in sel], [r[q] for r in sel],
+                                    variance_exponent=None if enough else 2.0)
+                row[q], row[q + "_stderr"] = fit.intercept, fit.intercept_se
+            else:
+                row[q], row[q + "_stderr"] = math.nan, math.nan
+        rows.append(row)
+        th = by_alpha[float(a)]
+        rows.append({"alpha": a, "d": "theory", "n_seeds": 0,
+                     **{q: th[q] for q in QUANTITIES},
+                     **{q + "_stderr": (th["mc_stderr"] or {}).get(q, 0.0) for q in QUANTITIES}})
+    return rows
+
+
+def _write_csv(path: Path, table: list[dict]) -> None:
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(table[0]))
+        w.writeheader()
+        w.writerows(table)
+    os.replace(tmp, path)
+
+
+def plot_validation(summary: dict, path: Path) -> Path:
+    """Theory lines, per-d points with error bars and the d -> inf points per
+    quantity; last panel: the test error against 1/d with the fits."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    theory, table = summary["theory"], summary["table"]
+    ds = summary["params"]["ds"]
+    fig, axes = plt.subplots(1, 4, figsize=(17, 4))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ta = [t["alpha"] for t in theory]
+    for ax, q in zip(axes, QUANTITIES):
+        ax.plot(ta, [t[q] for t in theory], "k-", lw=2, label="SE (d -> inf)")
+        for c, d in enumerate(ds):
+            rows = [r for r in table if r["d"] == str(d)]
+            ax.errorbar([r["alpha"] for r in rows], [r[q] for r in rows],
+                        yerr=[r[q + "_stderr"] for r in rows], fmt="o", ms=4, capsize=2,
+                        color=colors[c % len(colors)], label=f"Adam d = {d}")
+        rows = [r for r in table if r["d"] == "inf"]
+        ax.errorbar([r["alpha"] for r in rows], [r[q] for r in rows],
+                    yerr=[r[q + "_stderr"] for r in rows], fmt="*", ms=9, capsize=2,
+                    color="crimson", label="a + b/d, d -> inf")
+        ax.set_xlabel("alpha = n/d^2")
+        ax.set_title(q)
+    axes[0].legend(fontsize=7)
+    ax = axes[3]
+    for c, a in enumerate(summary["params"]["alphas"]):
+        rows = [r for r in table if r["alpha"] == a and r["d"] not in ("inf", "theory")]
+        x = [1.0 / int(r["d"]) for r in rows]
+        ax.errorbar(x, [r["test_error"] for r in rows], yerr=[r["test_error_stderr"] for r in rows],
+                    fmt="o", ms=4, capsize=2, color=colors[c % len(colors)], label=f"alpha = {a:g}")
+        inf = next(r for r in table if r["alpha"] == a and r["d"] == "inf")
+        th = next(r for r in table if r["alpha"] == a and r["d"] == "theory")
+        if math.isfinite(inf["test_error"]) and x:
+            xs = np.linspace(0, max(x), 20)
+            slope = (np.mean([r["test_error"] for r in rows]) - inf["test_error"]) / np.mean(x)
+            ax.plot(xs, inf["test_error"] + slope * xs, "--", color=colors[c % len(colors)], lw=1)
+        ax.plot([0], [th["test_error"]], "k_", ms=14, mew=2)
+    ax.set_xlim(left=0)
+    ax.set_xlabel("1/d")
+    ax.set_title("test error vs 1/d (black: SE)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
