@@ -393,6 +393,51 @@ def _lbfgs(
     return x, False, its, res
 
 
+def _lbfgs_over(
+    ev: _Evaluator,
+    x0: np.ndarray,
+    to_S: Callable[[np.ndarray], np.ndarray],
+    penalty: Callable[[np.ndarray], float],
+    grad_x: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+    crit: _Criterion,
+    tol: float,
+    max_iter: int,
+    progress: bool,
+    label: str,
+) -> _Run:
+    """L-BFGS over a parameter x with S = to_S(x), R = f(S) + penalty(S) and
+    dR/dx = grad_x(x, S, grad f(S)); one evaluation per distinct x (L-BFGS, the
+    stopping rule and the result share it)."""
+    cache: dict[str, Any] = {"x": None}
+    state: dict[str, Any] = {"f": math.nan}
+
+    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        if cache["x"] is not None and np.array_equal(x, cache["x"]):
+            return cache["R"], cache["S"], cache["gf"]
+        S = to_S(x)
+        f, gf = ev.f_and_grad(S)
+        R = f + penalty(S)
+        cache.update(x=x.copy(), R=R, S=S, gf=gf)
+        state["f"] = R
+        return R, S, gf
+
+    def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
+        R, S, gf = evaluate(x)
+        return R, grad_x(x, S, gf).ravel()
+
+    def check(x: np.ndarray) -> float:
+        _, S, gf = evaluate(x)
+        return crit(S, gf)
+
+    x, ok, its, res = _lbfgs(fun, x0.ravel(), state, check, tol, max_iter, progress, label)
+    R, S, gf = evaluate(x)
+    return _Run(S=S.copy(), objective=R, converged=ok, iterations=its, residual=res, gradf=gf)
+
+
+def _sym(M: np.ndarray) -> np.ndarray:
+    return 0.5 * (M + M.T)
+
+
 def _solve_W(
     ev: _Evaluator,
     W0: np.ndarray,
@@ -406,33 +451,14 @@ def _solve_W(
     p, d = W0.shape
     c = math.sqrt(p * d)
     eye = np.eye(d)
-    cache: dict[str, Any] = {"w": None}
-    state: dict[str, Any] = {"f": math.nan}
 
-    def evaluate(w: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        if cache["w"] is not None and np.array_equal(w, cache["w"]):
-            return cache["R"], cache["S"], cache["gf"]
+    def to_S(w: np.ndarray) -> np.ndarray:
         W = w.reshape(p, d)
-        S = (W.T @ W) / c
-        S = 0.5 * (S + S.T)
-        f, gf = ev.f_and_grad(S)
-        R = f + thr * float(np.trace(S))
-        cache.update(w=w.copy(), R=R, S=S, gf=gf)
-        state["f"] = R
-        return R, S, gf
+        return _sym((W.T @ W) / c)
 
-    def fun(w: np.ndarray) -> tuple[float, np.ndarray]:
-        R, _, gf = evaluate(w)
-        W = w.reshape(p, d)
-        return R, ((2.0 / c) * (W @ (gf + thr * eye))).ravel()
-
-    def check(w: np.ndarray) -> float:
-        _, S, gf = evaluate(w)
-        return crit(S, gf)
-
-    w, ok, its, res = _lbfgs(fun, W0.ravel(), state, check, tol, max_iter, progress, "W")
-    R, S, gf = evaluate(w)
-    return _Run(S=S.copy(), objective=R, converged=ok, iterations=its, residual=res, gradf=gf)
+    return _lbfgs_over(ev, W0, to_S, lambda S: thr * float(np.trace(S)),
+                       lambda w, S, gf: (2.0 / c) * (w.reshape(p, d) @ (gf + thr * eye)),
+                       crit, tol, max_iter, progress, "W")
 
 
 def _solve_S_elementwise(
@@ -452,31 +478,9 @@ def _solve_S_elementwise(
     iterates stay symmetric up to rounding and the antisymmetric part is flat.
     """
     d = S_init.shape[0]
-    cache: dict[str, Any] = {"v": None}
-    state: dict[str, Any] = {"f": math.nan}
-
-    def evaluate(v: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        if cache["v"] is not None and np.array_equal(v, cache["v"]):
-            return cache["R"], cache["S"], cache["gf"]
-        S = v.reshape(d, d)
-        S = 0.5 * (S + S.T)
-        f, gf = ev.f_and_grad(S)
-        R = f + 0.5 * thr * float(np.sum(S * S))
-        cache.update(v=v.copy(), R=R, S=S, gf=gf)
-        state["f"] = R
-        return R, S, gf
-
-    def fun(v: np.ndarray) -> tuple[float, np.ndarray]:
-        R, S, gf = evaluate(v)
-        return R, (gf + thr * S).ravel()
-
-    def check(v: np.ndarray) -> float:
-        _, S, gf = evaluate(v)
-        return crit(S, gf)
-
-    v, ok, its, res = _lbfgs(fun, S_init.ravel(), state, check, tol, max_iter, progress, "S")
-    R, S, gf = evaluate(v)
-    return _Run(S=S.copy(), objective=R, converged=ok, iterations=its, residual=res, gradf=gf)
+    return _lbfgs_over(ev, S_init, lambda v: _sym(v.reshape(d, d)),
+                       lambda S: 0.5 * thr * float(np.sum(S * S)),
+                       lambda v, S, gf: gf + thr * S, crit, tol, max_iter, progress, "S")
 
 
 def _solve_apg(
