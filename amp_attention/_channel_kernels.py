@@ -161,9 +161,11 @@ def work_size(L: int) -> int:
 
 
 # ------------------------------------------------------------------ evaluators
-@njit(cache=True)
-def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
-    beta = par[0]
+# Inlined: as a call, returning the four views cost 16 % of the prox time (L = 3).
+@njit(cache=True, inline="always")
+def _row_softmax_work(u, beta, ka, kb, tau, work):
+    """Lay out the evaluators' scratch (h, A, G: L x L each; Hb: L x L x L) in
+    ``work``, fill h = h(u) and A = softmax_rows(beta h); return (L, A, G, Hb)."""
     L = _n_tokens(ka)
     LL = L * L
     h = work[:LL].reshape((L, L))
@@ -172,6 +174,13 @@ def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
     Hb = work[3 * LL:3 * LL + LL * L].reshape((L, L, L))
     _h_from_u(u, ka, kb, tau, h)
     _softmax_rows(beta, h, A)
+    return L, A, G, Hb
+
+
+@njit(cache=True)
+def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    beta = par[0]
+    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
     loss = 0.0
     for a in range(L):
         for b in range(L):
@@ -210,14 +219,7 @@ def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
 @njit(cache=True)
 def _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess):
     beta = par[0]
-    L = _n_tokens(ka)
-    LL = L * L
-    h = work[:LL].reshape((L, L))
-    A = work[LL:2 * LL].reshape((L, L))
-    G = work[2 * LL:3 * LL].reshape((L, L))
-    Hb = work[3 * LL:3 * LL + LL * L].reshape((L, L, L))
-    _h_from_u(u, ka, kb, tau, h)
-    _softmax_rows(beta, h, A)
+    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
     gval = 0.0
     for a in range(L):
         gval += A[a, a]
