@@ -106,12 +106,22 @@ def _objective(X, y, P, channel, lam, elementwise: bool):
     return objective_W(X, y, P, channel, lam)
 
 
-def _penalty(P: np.ndarray, lam: float, d: int, elementwise: bool) -> tuple[float, np.ndarray]:
-    """The regulariser and its gradient (what a mini-batch must not rescale)."""
+def _penalty_grad(P: np.ndarray, lam: float, d: int, elementwise: bool) -> np.ndarray:
+    """Gradient of the regulariser (the part a mini-batch must not rescale):
+    lam d S (element-wise) or of lam d ||W||_F^2 / sqrt(p d) (factorised)."""
     if elementwise:
-        return 0.5 * lam * d * float(np.sum(P * P)), lam * d * P
-    c = math.sqrt(P.shape[0] * d)
-    return lam * d * float(np.sum(P * P)) / c, (2.0 * lam * d / c) * P
+        return lam * d * P
+    return (2.0 * lam * d / math.sqrt(P.shape[0] * d)) * P
+
+
+def adam_update(P: np.ndarray, G: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, lr: float,
+                opts: AdamOptions) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One Adam step at iteration t >= 1: (new P, new m, new v), bias-corrected moments."""
+    m = opts.beta1 * m + (1 - opts.beta1) * G
+    v = opts.beta2 * v + (1 - opts.beta2) * G * G
+    mh = m / (1 - opts.beta1**t)
+    vh = v / (1 - opts.beta2**t)
+    return P - lr * mh / (np.sqrt(vh) + opts.eps), m, v
 
 
 def train(
@@ -160,15 +170,11 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                 order, pos, epoch_end = rng.permutation(n), 0, True
             idx = np.sort(order[pos:pos + B])
             pos += B
-            Rb, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise)
-            pen, gpen = _penalty(P, lam, d, elementwise)
+            _, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise)
+            gpen = _penalty_grad(P, lam, d, elementwise)
             G = (n / B) * (Gb - gpen) + gpen
         if opts.optimiser == "adam":
-            m = opts.beta1 * m + (1 - opts.beta1) * G
-            v = opts.beta2 * v + (1 - opts.beta2) * G * G
-            mh = m / (1 - opts.beta1**it)
-            vh = v / (1 - opts.beta2**it)
-            P = P - lr * mh / (np.sqrt(vh) + opts.eps)
+            P, m, v = adam_update(P, G, m, v, it, lr, opts)
         else:
             P = P - lr * G
         if not np.all(np.isfinite(P)):

@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from amp_attention.adam import AdamOptions
+from amp_attention.adam import AdamOptions, adam_update
 from amp_attention.channels import channel_for
 from amp_attention.erm_nonlinear import generate_channel_dataset, objective_W
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
@@ -71,12 +71,8 @@ def main(argv=None) -> None:
         def ours_step() -> None:
             _, G = objective_W(data.X, data.y, state["W"], ch, lam)
             state["t"] += 1
-            t = state["t"]
-            state["m"] = opts.beta1 * state["m"] + (1 - opts.beta1) * G
-            state["v"] = opts.beta2 * state["v"] + (1 - opts.beta2) * G * G
-            mh = state["m"] / (1 - opts.beta1**t)
-            vh = state["v"] / (1 - opts.beta2**t)
-            state["W"] = state["W"] - opts.lr * mh / (np.sqrt(vh) + opts.eps)
+            state["W"], state["m"], state["v"] = adam_update(
+                state["W"], G, state["m"], state["v"], state["t"], opts.lr, opts)
 
         t_ours = median_time(ours_step, args.repeats)
         t_torch = math.nan
