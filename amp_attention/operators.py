@@ -138,20 +138,13 @@ def from_upper_triangle(Y: np.ndarray, L: int) -> np.ndarray:
     return H
 
 
-def residual_weights(r: np.ndarray, L: int) -> np.ndarray:
-    """Symmetric Rtilde with Rtilde_aa = r_aa and Rtilde_ab = Rtilde_ba = r_ab/2 (a < b).
-
-    <Rtilde, H>_F = sum_{a<=b} r_ab H_ab for symmetric H, so A*(Rtilde) is the
-    adjoint of S -> upper_triangle(A(S)) applied to r.
-    """
-    a, b = triu_indices(L)
-    half = np.where(a == b, 1.0, 0.5)
-    return from_upper_triangle(r * half, L)
-
-
 def measure_adjoint(X: np.ndarray, r: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
     """B*(r) = A*(Rtilde(r)) for r of shape (n, K): adjoint of :func:`measure` on Sym(d)
-    (``work`` as in :func:`measure`)."""
+    (``work`` as in :func:`measure`).
+
+    Rtilde is the symmetric L x L matrix with Rtilde_aa = r_aa and
+    Rtilde_ab = Rtilde_ba = r_ab / 2 (a < b): <Rtilde, H>_F = sum_{a<=b} r_ab H_ab
+    for symmetric H, so A*(Rtilde) is the adjoint of S -> upper_triangle(A(S))."""
     n, L, d = _check_X(X)
     if r.shape != (n, L * (L + 1) // 2):
         raise ValueError(f"r must have shape ({n}, {L * (L + 1) // 2}), got {r.shape}")
@@ -183,8 +176,7 @@ def linear_loss_and_grad(
 ) -> tuple[float, np.ndarray]:
     """f(S) = 1/2 sum_mu sum_{a<=b} (h_ab(S) - y_ab)^2 and its gradient on Sym(d).
 
-    grad f(S) = A*(Rtilde) with r = upper_triangle(h(S)) - y (see
-    :func:`residual_weights`).
+    grad f(S) = B*(r) with r = upper_triangle(h(S)) - y (:func:`measure_adjoint`).
     """
     r = measure(X, S) - y
     return 0.5 * float(np.sum(r * r)), measure_adjoint(X, r)
