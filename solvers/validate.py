@@ -104,12 +104,12 @@ def run_validation(
                        **{q: getattr(r, q) for q in QUANTITIES},
                        "mc_stderr": (None if r.mc_stderr is None
                                      else {q: r.mc_stderr[q] for q in QUANTITIES})})
-    table = _table(plan, runs, theory)
+    table, fits = _table(plan, runs, theory)
     summary = {"params": {**plan.problem.to_dict(), "alphas": list(plan.alphas),
                           "ds": list(plan.ds), "seeds": plan.seeds,
                           "target_spectrum": plan.target_spectrum,
                           "adam": dataclasses.asdict(plan.adam)},
-               "theory": theory, "table": table, "trained": len(todo),
+               "theory": theory, "table": table, "fits": fits, "trained": len(todo),
                "all_converged": all(r["converged"] for r in runs)}
     _write_json(out / "validate.json", summary)
     _write_csv(out / "validate.csv", table)
@@ -117,8 +117,9 @@ def run_validation(
     return summary
 
 
-def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> list[dict]:
-    rows = []
+def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> tuple[list[dict], dict]:
+    """(CSV rows, the a + b/d fits per alpha and quantity)."""
+    rows, fits = [], {}
     by_alpha = {t["alpha"]: t for t in theory}
     for a in plan.alphas:
         sel = [r for r in runs if r["alpha"] == a]
@@ -132,11 +133,13 @@ def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> list[d
             rows.append(row)
         row = {"alpha": a, "d": "inf", "n_seeds": len(sel)}
         enough = len(plan.ds) >= 2 and plan.seeds >= 2
+        fits[str(a)] = {}
         for q in QUANTITIES:
             if len(plan.ds) >= 2 and len(sel) >= 3:
                 fit = fit_inverse_d([r["d"] for r in sel], [r[q] for r in sel],
                                     variance_exponent=None if enough else 2.0)
                 row[q], row[q + "_stderr"] = fit.intercept, fit.intercept_se
+                fits[str(a)][q] = dataclasses.asdict(fit)
             else:
                 row[q], row[q + "_stderr"] = math.nan, math.nan
         rows.append(row)
@@ -144,7 +147,7 @@ def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> list[d
         rows.append({"alpha": a, "d": "theory", "n_seeds": 0,
                      **{q: th[q] for q in QUANTITIES},
                      **{q + "_stderr": (th["mc_stderr"] or {}).get(q, 0.0) for q in QUANTITIES}})
-    return rows
+    return rows, fits
 
 
 def _write_csv(path: Path, table: list[dict]) -> None:
@@ -189,12 +192,12 @@ def plot_validation(summary: dict, path: Path) -> Path:
         x = [1.0 / int(r["d"]) for r in rows]
         ax.errorbar(x, [r["test_error"] for r in rows], yerr=[r["test_error_stderr"] for r in rows],
                     fmt="o", ms=4, capsize=2, color=colors[c % len(colors)], label=f"alpha = {a:g}")
-        inf = next(r for r in table if r["alpha"] == a and r["d"] == "inf")
         th = next(r for r in table if r["alpha"] == a and r["d"] == "theory")
-        if math.isfinite(inf["test_error"]) and x:
+        fit = summary["fits"][str(a)].get("test_error")
+        if fit is not None and x:
             xs = np.linspace(0, max(x), 20)
-            slope = (np.mean([r["test_error"] for r in rows]) - inf["test_error"]) / np.mean(x)
-            ax.plot(xs, inf["test_error"] + slope * xs, "--", color=colors[c % len(colors)], lw=1)
+            ax.plot(xs, fit["intercept"] + fit["slope"] * xs, "--", color=colors[c % len(colors)],
+                    lw=1)
         ax.plot([0], [th["test_error"]], "k_", ms=14, mew=2)
     ax.set_xlim(left=0)
     ax.set_xlabel("1/d")
