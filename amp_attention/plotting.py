@@ -123,3 +123,88 @@ def _density_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None, xlabe
     ax.set_ylim(bottom=0.0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+
+
+def plot_spectrum_overlay(
+    spectrum,
+    runs: Sequence[Mapping],
+    per_d: Sequence[Mapping],
+    path: str | Path,
+    *,
+    zero_tol: float = 1e-6,
+    bins: int = 50,
+    title: str | None = None,
+) -> Path:
+    """Predicted spectra (a ``SpectrumPrediction``) over histograms of trained weights.
+
+    Histograms pool the seeds of the largest d in ``runs`` (stored run dicts
+    with ``d``, ``p``, ``eigenvalues_S``, ``singular_values_W``); they are
+    normalised like the prediction (over d eigenvalues, over min(p, d) singular
+    values), with eigenvalues within ``zero_tol`` x the largest counted in the
+    atom at 0.  A last panel shows the Kolmogorov distances of ``per_d`` against
+    d (log-log, with a 1/d guide) when there are >= 2 dimensions.
+    """
+    path = Path(path)
+    d_max = max(int(r["d"]) for r in runs)
+    top = [r for r in runs if int(r["d"]) == d_max]
+    has_w = spectrum.singular_values is not None and top[0].get("singular_values_W") is not None
+    show_ks = len(per_d) >= 2
+    panels = 1 + int(has_w) + int(show_ks)
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 3.7), squeeze=False)
+    ev = [np.asarray(r["eigenvalues_S"], float) for r in top]
+    tols = [zero_tol * max(float(np.max(np.abs(e))), 1e-300) for e in ev]
+    _overlay_panel(axes[0][0], np.asarray(spectrum.eigenvalues, float),
+                   np.asarray(spectrum.density_S, float), spectrum.atom_at_zero, ev, tols,
+                   [e.size for e in ev], bins, r"eigenvalue of $\hat S$", "C0", d_max)
+    if has_w:
+        sv = [np.asarray(r["singular_values_W"], float) / (int(r["p"]) * d_max) ** 0.25 for r in top]
+        _overlay_panel(axes[0][1], np.asarray(spectrum.singular_values, float),
+                       np.asarray(spectrum.density_W, float), spectrum.atom_at_zero_W, sv,
+                       [float(np.sqrt(t)) for t in tols], [s.size for s in sv], bins,
+                       r"singular value of $W$, $\sigma/(pd)^{1/4}$", "C2", d_max)
+    if show_ks:
+        ax = axes[0][-1]
+        ds = np.array([r["d"] for r in per_d], float)
+        for key, color, label in (("ks_S", "C0", r"$\hat S$ eigenvalues"),
+                                  ("ks_W", "C2", r"$W$ singular values")):
+            if key not in per_d[0]:
+                continue
+            y = np.array([r[key] for r in per_d], float)
+            err = np.array([r.get(key + "_stderr", np.nan) for r in per_d], float)
+            ax.errorbar(ds, y, yerr=np.where(np.isfinite(err), err, 0.0), fmt="o-", color=color,
+                        ms=5, capsize=3, label=label)
+        y0 = per_d[0]["ks_S"]
+        ax.plot(ds, y0 * ds[0] / ds, "k--", lw=1, label=r"$\propto 1/d$")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("d")
+        ax.set_ylabel("Kolmogorov distance to the SE law")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    return _save(fig, path, title)
+
+
+def _overlay_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None,
+                   samples: Sequence[np.ndarray], tols: Sequence[float], counts: Sequence[int],
+                   bins: int, xlabel: str, color: str, d: int) -> None:
+    nz = np.concatenate([s[np.abs(s) > t] for s, t in zip(samples, tols)])
+    total = float(sum(counts))
+    zero_frac = 1.0 - nz.size / total
+    if nz.size:
+        lo = min(float(np.min(nz)), float(np.min(x)) if x.size else 0.0)
+        hi = max(float(np.max(nz)), float(np.max(x)) if x.size else 1.0)
+        # about 2 sqrt(N) bins at most, so a single small-d run is not all noise
+        edges = np.linspace(lo, hi, min(bins, max(8, int(2 * np.sqrt(nz.size)))) + 1)
+        ax.hist(nz, bins=edges, weights=np.full(nz.size, 1.0 / (total * (edges[1] - edges[0]))),
+                color="0.6", alpha=0.6, label=f"Adam, d = {d} ({len(samples)} seed(s))")
+    ax.plot(x, rho, "-", color=color, lw=1.8, label="SE prediction")
+    peak = max(float(np.max(rho)) if rho.size else 1.0, 1e-12)
+    if atom is not None and (atom > 0 or zero_frac > 0):
+        ax.vlines(0.0, 0.0, peak, colors="k", lw=2.5)
+        ax.plot([0.0], [peak], "v", color="k", ms=6,
+                label=f"atom at 0: SE {atom:.3f}, Adam {zero_frac:.3f}")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.set_ylim(bottom=0.0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)

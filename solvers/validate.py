@@ -30,6 +30,7 @@ from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.spec import Problem
 
 from .extrapolation import fit_inverse_d
+from .runstore import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 QUANTITIES = ("test_error", "train_error", "matrix_mse")
@@ -66,12 +67,6 @@ def _at(problem: Problem, alpha: float) -> Problem:
     return dataclasses.replace(problem, alpha=float(alpha))
 
 
-def _write_json(path: Path, obj) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(obj))
-    os.replace(tmp, path)
-
-
 def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
     return out / "runs" / f"a{alpha:.6g}_d{d}_s{seed}.json"
 
@@ -92,7 +87,7 @@ def run_validation(
     for a, d, s in (wrap(todo) if wrap else todo):
         res = train_layer(_at(plan.problem, a), d, s, options=plan.adam,
                           target_spectrum=plan.target_spectrum)
-        _write_json(run_file(out, a, d, s), {"alpha": a, **res.to_dict()})
+        atomic_write_json(run_file(out, a, d, s), {"alpha": a, **res.to_dict()})
     runs = [json.loads(run_file(out, a, d, s).read_text())
             for a in plan.alphas for d in plan.ds for s in range(plan.seeds)]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
@@ -111,7 +106,7 @@ def run_validation(
                           "adam": dataclasses.asdict(plan.adam)},
                "theory": theory, "table": table, "fits": fits, "trained": len(todo),
                "all_converged": all(r["converged"] for r in runs)}
-    _write_json(out / "validate.json", summary)
+    atomic_write_json(out / "validate.json", summary)
     _write_csv(out / "validate.csv", table)
     plot_validation(summary, out / "validate.png")
     return summary

@@ -280,13 +280,43 @@ def test_validate_writes_outputs_and_resumes(capsys, tmp_path: Path) -> None:
     assert code == 0 and "0 run(s) trained" in out
 
 
+def test_spectrum_theory_only_writes_csv_and_figure(capsys, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "spectrum", "--kappa", "0.5", "--lam", "0.05", "--noise", "0.1",
+                       "--out", str(tmp_path / "s"))
+    assert code == 0 and "atom at 0 of Shat 0.5" in out
+    assert (tmp_path / "s" / "spectrum_theory.png").stat().st_size > 0
+    header, cols = _read_spectrum(tmp_path / "s" / "spectrum.csv")
+    assert "atom_at_zero_S=0.5" in header and cols["density_S"].size > 10
+    assert not (tmp_path / "s" / "runs").exists()
+
+
+def test_spectrum_simulate_reports_kolmogorov_distances_and_resumes(capsys, tmp_path: Path) -> None:
+    argv = ["spectrum", "--simulate", "--d", "16", "20", "--noise", "0.1", "--lam", "0.05",
+            "--out", str(tmp_path / "s")]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "2 run(s) trained" in out and "KS(Shat)" in out
+    summary = json.loads((tmp_path / "s" / "spectrum.json").read_text())
+    assert [r["d"] for r in summary["per_d"]] == [16, 20]
+    assert all(0 < r["ks_S"] < 1 for r in summary["per_d"])
+    assert (tmp_path / "s" / "spectrum.png").stat().st_size > 0
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "0 run(s) trained" in out
+
+
+def test_spectrum_bad_zero_tol_one_line(capsys) -> None:
+    code, _, err = run(capsys, "spectrum", "--zero-tol", "2")
+    assert code == 2
+    assert_one_line_error(err, "--zero-tol")
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["se", "--help"], ["erm", "--help"],
-                                  ["amp", "--help"], ["validate", "--help"], ["quickstart", "--help"]])
+                                  ["amp", "--help"], ["validate", "--help"], ["spectrum", "--help"],
+                                  ["quickstart", "--help"]])
 def test_help(capsys, argv: list[str]) -> None:
     code, out, _ = run(capsys, *argv)
     assert code == 0
     assert "usage: amp-attention" in out
-    if argv[0] in ("se", "erm", "amp", "validate"):
+    if argv[0] in ("se", "erm", "amp", "validate", "spectrum"):
         for symbol in ("alpha = n/d^2", "kappa = p/d", "Delta", "lam d Tr S", "beta"):
             assert symbol in out, symbol
 

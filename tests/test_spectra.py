@@ -1,0 +1,110 @@
+"""`solvers.spectra`: predicted CDFs of Shat/W, Kolmogorov distance, Adam overlay (issue 5)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from amp_attention.adam import AdamOptions
+from amp_attention.spec import Learner, Problem, Task, WishartTarget
+from solvers.spectra import (PredictedSpectrum, SpectrumPlan, kolmogorov_distance,
+                             run_spectrum_check, spectrum_run_file)
+from solvers.state_evolution import solve_state_evolution
+
+
+def _problem(kappa=1.0, lam=0.05, parameterisation="factorised", alpha=0.5):
+    return Problem(Task("linear", L=1, noise=0.1), WishartTarget(0.5),
+                   Learner(kappa, lam, parameterisation), alpha=alpha)
+
+
+@pytest.fixture(scope="module", params=[(1.0, "factorised"), (0.5, "factorised"),
+                                        (2.0, "factorised"), (1.0, "elementwise")])
+def solved(request):
+    kappa, par = request.param
+    p = _problem(kappa, parameterisation=par)
+    se = solve_state_evolution(p, spectrum=True)
+    assert se.converged
+    return p, se, PredictedSpectrum.from_se(p, se)
+
+
+def test_kolmogorov_distance_equals_scipy_kstest_for_a_continuous_law():
+    x = np.random.default_rng(3).standard_normal(500) * 1.3 + 0.2
+    law = stats.norm(0.0, 1.0)
+    ours = kolmogorov_distance(x, lambda s, left=False: law.cdf(s))
+    assert ours == pytest.approx(stats.kstest(x, law.cdf).statistic, rel=1e-12)
+
+
+def test_kolmogorov_distance_with_an_atom_is_exact():
+    # law: mass 1/2 at 0, uniform(0, 1) for the rest; sample: 0 (x4), 0.5 (x2), 0.9 (x4)
+    def cdf(s, left=False):
+        s = np.asarray(s, float)
+        F = np.where(s < 0, 0.0, 0.5 + 0.5 * np.clip(s, 0, 1))
+        return np.where((s == 0) & left, 0.0, F)
+
+    sample = np.array([0.0] * 3 + [1e-9] + [0.5] * 2 + [0.9] * 4)
+    # empirical CDF: 0.4 on [0, 0.5), 0.6 on [0.5, 0.9), 1 on [0.9, inf); the law
+    # is 0.5 at 0+, 0.75 at 0.5, 0.95 at 0.9-: the largest gap is 0.95 - 0.6 = 0.35
+    assert kolmogorov_distance(sample, cdf, zero_tol=1e-6) == pytest.approx(0.35, abs=1e-15)
+    # without the zero tolerance the 1e-9 eigenvalue is not in the atom: gap at 0
+    assert kolmogorov_distance(sample, cdf) == pytest.approx(0.35, abs=1e-15)
+    assert kolmogorov_distance(np.full(4, 1e-9), cdf) == pytest.approx(0.5, abs=1e-8)
+
+
+def test_cdf_integrates_the_predicted_density(solved):
+    """F_S (from the mass of rho_B above a point) against the trapezoidal integral of
+    the plotted density curve (an independent path through the same law)."""
+    _, se, pred = solved
+    spec = se.spectrum
+    x, rho = np.asarray(spec.eigenvalues), np.asarray(spec.density_S)
+    assert pred.atom_S == pytest.approx(spec.atom_at_zero, abs=1e-9)
+    cum = np.concatenate([[0.0], np.cumsum(0.5 * (rho[1:] + rho[:-1]) * np.diff(x))])
+    base = pred.cdf_S(x[0], left=True)
+    for k in np.linspace(0, x.size - 1, 9).astype(int)[1:]:
+        assert pred.cdf_S(x[k]) - base == pytest.approx(cum[k], abs=2e-3)
+    assert pred.cdf_S(x[-1] * 1.01) == pytest.approx(1.0, abs=1e-9)
+    assert pred.cdf_S(-1e3) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_cdf_of_w_counts_structural_zeros():
+    p = _problem(kappa=0.5)
+    se = solve_state_evolution(p, spectrum=True)
+    pred = PredictedSpectrum.from_se(p, se)
+    # rank cap kappa d: the d - p structural zeros of S are not singular values of W
+    assert pred.atom_S == pytest.approx(0.5, abs=1e-6)
+    assert float(pred.cdf_W(0.0, 200, 100)) == pytest.approx(0.0, abs=1e-5)
+    sig = np.sqrt(np.asarray(se.spectrum.eigenvalues[se.spectrum.eigenvalues > 0]))[::50]
+    for s in sig:
+        assert pred.cdf_W(s, 200, 100) == pytest.approx(2 * pred.cdf_S(s * s) - 1, abs=1e-12)
+
+
+def test_adam_spectra_match_the_prediction_and_resume(tmp_path):
+    """Small d (fast): Adam-trained spectra at d = 24, 40 lie within a few 1/d of the
+    SE law, their distance shrinks with d, and a rerun trains nothing."""
+    plan = SpectrumPlan(_problem(kappa=1.0), ds=(24, 40), seeds=2, adam=AdamOptions(lr=0.03))
+    s = run_spectrum_check(plan, tmp_path)
+    assert s["trained"] == 4 and s["all_converged"]
+    ks = {r["d"]: r["ks_S"] for r in s["per_d"]}
+    # the ESD of a d x d matrix is within O(1/d) of its limit (rigidity); a wrong law
+    # (e.g. the atom off by 0.1) would give >= 0.1
+    assert ks[24] < 2.5 / 24 and ks[40] < 2.5 / 40
+    assert ks[40] < ks[24]
+    for r in s["per_d"]:
+        assert r["zero_fraction_S"] == pytest.approx(s["predicted"]["atom_S"], abs=2.5 / math.sqrt(r["d"]))
+    for f in ("spectrum.json", "spectrum.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    spectrum_run_file(tmp_path, 40, 1).unlink()
+    again = run_spectrum_check(plan, tmp_path)
+    assert again["trained"] == 1
+    assert json.loads((tmp_path / "spectrum.json").read_text())["params"]["ds"] == [24, 40]
+
+
+def test_bad_spectrum_plans_name_the_parameter():
+    p = _problem()
+    for kw, name in (({"ds": ()}, "ds"), ({"ds": (10,), "seeds": 0}, "seeds"),
+                     ({"ds": (10,), "zero_tol": 1.5}, "zero_tol"), ({"ds": (10,), "bins": 1}, "bins")):
+        with pytest.raises(ValueError, match=name):
+            SpectrumPlan(p, **kw)
+    with pytest.raises(ValueError, match="samples"):
+        kolmogorov_distance([], lambda s, left=False: s)

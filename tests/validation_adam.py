@@ -1,0 +1,63 @@
+"""Shared definitions of the SE-vs-Adam validation (issue 5).
+
+Plans: linear channel L = 1 and softmax seq2seq L = 2; kappa0 = 0.5 (quantile
+target), beta = 1, output noise Delta = 0.1, kappa = 1 (factorised W, weight
+decay as in THEORY 2); lam in {0.05, 0.2}; alpha in {0.25, 0.5, 0.75, 1};
+Adam (lr 0.03, full batch, reduce-on-plateau to lr 1e-7: the settings of
+``amp-attention validate``) at d in {48, 64, 96}, 4 seeds each.  Per alpha the
+train and test errors are fitted as a + b/d (variance exponent estimated from
+the seed spread, :func:`solvers.extrapolation.fit_inverse_d`); the intercept
+must agree with the SE within 5 % (the acceptance of issue 5).
+
+Each plan is exactly what
+
+    amp-attention validate --channel CH --L L --kappa0 0.5 --beta 1 --noise 0.1 \
+        --lam LAM --alphas 0.25 0.5 0.75 1 --d 48 64 96 --seeds 4 --out DIR/NAME
+
+runs, so runs made by the CLI are resumed here (and vice versa) when
+$AMP_VALIDATION_CACHE=DIR.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from amp_attention.adam import AdamOptions
+from amp_attention.spec import Learner, Problem, Task, WishartTarget
+from solvers.state_evolution import MonteCarloOptions
+from solvers.validate import ValidationPlan
+
+RECORD = Path(__file__).parent / "data" / "adam_validation.json"
+QUANTITIES = ("test_error", "train_error")
+RELATIVE_TOLERANCE = 0.05
+ALPHAS = (0.25, 0.5, 0.75, 1.0)
+DS = (48, 64, 96)
+SEEDS = 4
+
+PLANS = {
+    f"{ch}_lam{lam:g}": ValidationPlan(
+        Problem(Task(ch, L=L, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, lam),
+                alpha=0.5),
+        ALPHAS, DS, SEEDS, "quantile", AdamOptions(lr=0.03),
+        MonteCarloOptions() if ch != "linear" else None)
+    for ch, L in (("linear", 1), ("softmax", 2)) for lam in (0.05, 0.2)
+}
+
+
+def compact(summary: dict) -> dict:
+    """The record of one plan: parameters, theory curve, table and fits (no spectra)."""
+    return {k: summary[k] for k in ("params", "theory", "table", "fits", "all_converged")}
+
+
+def deviations(summary: dict) -> list[dict]:
+    """Per alpha and quantity: theory, extrapolated value, its error and the relative deviation."""
+    rows = []
+    table = summary["table"]
+    for a in summary["params"]["alphas"]:
+        th = next(r for r in table if r["alpha"] == a and r["d"] == "theory")
+        inf = next(r for r in table if r["alpha"] == a and r["d"] == "inf")
+        for q in QUANTITIES:
+            rows.append({"alpha": a, "quantity": q, "theory": th[q], "extrapolated": inf[q],
+                         "stderr": inf[q + "_stderr"],
+                         "relative": (inf[q] - th[q]) / abs(th[q])})
+    return rows
