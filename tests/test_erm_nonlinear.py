@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import pytest
 
+from amp_attention.channels import channel_for
 from amp_attention.data import generate_dataset
 from amp_attention.erm_nonlinear import (
     ChannelERMResult,
@@ -146,8 +147,17 @@ def _central_difference(fun, x: np.ndarray, direction: np.ndarray, eps: float) -
 
 
 @pytest.mark.parametrize("make", [lambda: RefSoftmax(2, 1.3, 0.1), lambda: RefSoftmax(3, 0.7, 0.05),
-                                  lambda: RefSeq2Lab(2, 1.0, 0.1), lambda: RefSeq2Lab(3, 2.0, 0.0)],
-                         ids=["softmax-L2", "softmax-L3", "seq2lab-L2", "seq2lab-L3"])
+                                  lambda: RefSeq2Lab(2, 1.0, 0.1), lambda: RefSeq2Lab(3, 2.0, 0.0),
+                                  # the production channels Adam trains with (channel_for)
+                                  lambda: channel_for(Task("linear", L=1, noise=0.1)),
+                                  lambda: channel_for(Task("linear", L=3, noise=0.1)),
+                                  lambda: channel_for(Task("softmax", L=2, beta=1.3, noise=0.1)),
+                                  lambda: channel_for(Task("softmax", L=3, beta=0.7, noise=0.1,
+                                                           noise_at="logit")),
+                                  lambda: channel_for(Task("seq2lab", L=2, beta=1.0, noise=0.1))],
+                         ids=["ref-softmax-L2", "ref-softmax-L3", "ref-seq2lab-L2", "ref-seq2lab-L3",
+                              "linear-L1", "linear-L3", "softmax-L2", "softmax-L3-logit",
+                              "seq2lab-L2"])
 def test_gradients_match_finite_differences(make) -> None:
     ch = make()
     d, lam = 7, 0.07
