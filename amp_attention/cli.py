@@ -394,7 +394,9 @@ def _add_validate_parser(sub, problem: argparse.ArgumentParser) -> None:
                    metavar="ALPHA", help="sample ratios (default: 0.25 0.5 0.75 1)")
     g.add_argument("--d", type=int, nargs="+", default=[32, 48, 64], metavar="D",
                    help="dimensions (default: 32 48 64)")
-    g.add_argument("--seeds", type=int, default=3, help="seeds per (alpha, d) (default: 3)")
+    g.add_argument("--seeds", type=int, nargs="+", default=[3], metavar="S",
+                   help="seeds per (alpha, d): one count, or one per alpha of --alphas (noisy "
+                        "points need more) (default: 3)")
     g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="quantile",
                    help="target eigenvalues (default: quantile, the small-spread choice for "
                         "theory checks)")
@@ -891,7 +893,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     try:
         adam = AdamOptions(lr=args.lr, batch_size=args.batch_size)
-        plan = ValidationPlan(problem, tuple(args.alphas), tuple(args.d), args.seeds,
+        seeds = args.seeds[0] if len(args.seeds) == 1 else tuple(args.seeds)
+        plan = ValidationPlan(problem, tuple(args.alphas), tuple(args.d), seeds,
                               args.target_spectrum, adam, _mc_options(args))
     except ValueError as exc:
         raise _flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",

@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     p = rec[sorted(rec)[0]]["params"]
     fig.suptitle(f"kappa0 = {p['target']['kappa0']:g}, kappa = {p['kappa']:g}, Delta = {p['noise']:g}, "
                  f"beta = {p['beta']:g}; Adam at d = {', '.join(map(str, p['ds']))}, "
-                 f"{p['seeds']} seeds each", fontsize=10)
+                 f"seeds per alpha: {p['seeds']}", fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     plt.close(fig)

@@ -39,14 +39,15 @@ QUANTITIES = ("test_error", "train_error", "matrix_mse")
 @dataclass(frozen=True)
 class ValidationPlan:
     """What to run: ``problem`` (its alpha is replaced by each grid value), the
-    grid ``alphas``, dimensions ``ds``, ``seeds`` per (alpha, d), the target
+    grid ``alphas``, dimensions ``ds``, ``seeds`` per (alpha, d) (one count, or one
+    count per alpha: points with a larger seed-to-seed spread need more), the target
     spectrum, Adam options, the SE's Monte-Carlo options (non-linear channels)
     and the number of points of the theory curve."""
 
     problem: Problem
     alphas: tuple[float, ...]
     ds: tuple[int, ...]
-    seeds: int = 3
+    seeds: int | tuple[int, ...] = 3
     target_spectrum: str = "quantile"
     adam: AdamOptions = AdamOptions()
     mc: MonteCarloOptions | None = None
@@ -57,8 +58,24 @@ class ValidationPlan:
             raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {self.alphas!r}")
         if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
             raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
-        if int(self.seeds) != self.seeds or self.seeds < 1:
-            raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
+        counts = self.seeds if isinstance(self.seeds, (tuple, list)) else (self.seeds,)
+        if isinstance(self.seeds, (tuple, list)):
+            if len(counts) != len(self.alphas):
+                raise ValueError(f"seeds must be one integer or one per alpha ({len(self.alphas)}), "
+                                 f"got {self.seeds!r}")
+            object.__setattr__(self, "seeds", tuple(int(c) for c in counts))
+        if any(isinstance(c, bool) or int(c) != c or c < 1 for c in counts):
+            raise ValueError(f"seeds must be integers >= 1, got {self.seeds!r}")
+
+    def seeds_at(self, alpha: float) -> int:
+        """Number of seeds at sample ratio ``alpha``."""
+        if isinstance(self.seeds, tuple):
+            return self.seeds[self.alphas.index(alpha)]
+        return int(self.seeds)
+
+    def runs(self) -> list[tuple[float, int, int]]:
+        """Every (alpha, d, seed) of the plan."""
+        return [(a, d, s) for a in self.alphas for d in self.ds for s in range(self.seeds_at(a))]
         if int(self.theory_points) != self.theory_points or self.theory_points < 2:
             raise ValueError(f"theory_points must be an integer >= 2, got {self.theory_points!r}")
 
@@ -82,14 +99,12 @@ def run_validation(
     call actually performed."""
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    todo = [(a, d, s) for a in plan.alphas for d in plan.ds for s in range(plan.seeds)
-            if not run_file(out, a, d, s).exists()]
+    todo = [(a, d, s) for a, d, s in plan.runs() if not run_file(out, a, d, s).exists()]
     for a, d, s in (wrap(todo) if wrap else todo):
         res = train_layer(_at(plan.problem, a), d, s, options=plan.adam,
                           target_spectrum=plan.target_spectrum)
         atomic_write_json(run_file(out, a, d, s), {"alpha": a, **res.to_dict()})
-    runs = [json.loads(run_file(out, a, d, s).read_text())
-            for a in plan.alphas for d in plan.ds for s in range(plan.seeds)]
+    runs = [json.loads(run_file(out, a, d, s).read_text()) for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))
     theory = []
@@ -101,7 +116,8 @@ def run_validation(
                                      else {q: r.mc_stderr[q] for q in QUANTITIES})})
     table, fits = _table(plan, runs, theory)
     summary = {"params": {**plan.problem.to_dict(), "alphas": list(plan.alphas),
-                          "ds": list(plan.ds), "seeds": plan.seeds,
+                          "ds": list(plan.ds), "seeds": (list(plan.seeds) if isinstance(plan.seeds, tuple)
+                                               else plan.seeds),
                           "target_spectrum": plan.target_spectrum,
                           "adam": dataclasses.asdict(plan.adam)},
                "theory": theory, "table": table, "fits": fits, "trained": len(todo),
@@ -127,7 +143,7 @@ def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> tuple[
                 row[q + "_stderr"] = float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else math.nan
             rows.append(row)
         row = {"alpha": a, "d": "inf", "n_seeds": len(sel)}
-        enough = len(plan.ds) >= 2 and plan.seeds >= 2
+        enough = len(plan.ds) >= 2 and plan.seeds_at(a) >= 2
         fits[str(a)] = {}
         for q in QUANTITIES:
             if len(plan.ds) >= 2 and len(sel) >= 3:

@@ -44,4 +44,17 @@ def test_bad_plans_name_the_parameter():
         ValidationPlan(base, alphas=(0.5,), ds=(1,))
     with pytest.raises(ValueError, match="seeds"):
         ValidationPlan(base, alphas=(0.5,), ds=(16,), seeds=0)
+    with pytest.raises(ValueError, match="one per alpha"):
+        ValidationPlan(base, alphas=(0.5, 0.6), ds=(16,), seeds=(2, 3, 4))
     assert math.isfinite(PLAN.alphas[0])
+
+
+def test_per_alpha_seed_counts(tmp_path):
+    plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(12, 16), seeds=(3, 1),
+                          adam=AdamOptions(lr=0.03), theory_points=2)
+    assert plan.runs() == [(0.3, 12, 0), (0.3, 12, 1), (0.3, 12, 2), (0.3, 16, 0), (0.3, 16, 1),
+                           (0.3, 16, 2), (0.6, 12, 0), (0.6, 16, 0)]
+    s = run_validation(plan, tmp_path)
+    assert s["trained"] == 8 and s["params"]["seeds"] == [3, 1]
+    n = {(r["alpha"], r["d"]): r["n_seeds"] for r in s["table"]}
+    assert n[(0.3, "12")] == 3 and n[(0.6, "16")] == 1 and n[(0.3, "inf")] == 6
