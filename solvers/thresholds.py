@@ -1,0 +1,223 @@
+"""Interpolation and perfect-recovery thresholds from the lam -> 0+ limit of the SE (THEORY 6).
+
+Derivation (docs/theory.md section 12).  As lam -> 0+ below the interpolation
+threshold the minimiser tends to the minimum-trace interpolator, V diverges
+like v / lam and every conjugate scales with lam (Vh = lam vh, mh = lam mh',
+qh = lam^2 qh').  In the prox of the channel, V -> infinity turns uhat into the
+Euclidean projection (u-coordinates) of omega onto the zero-loss set.  When
+that set is affine -- linear channel; softmax with labels inside its range
+(logit noise or none), where it is {h* + noise + c 11^T} -- the channel side
+reduces to two numbers:
+
+    r = rank of the constraints per sample      (K linear, K - 1 softmax)
+    N = E || P_perp xi_u ||^2                   (label-noise energy in the constrained directions)
+
+and Vh' = mh' = 2 alpha r / v,  qh' = 2 alpha (r E + N) / v^2, E = ||Shat - S0||_F^2/d.
+On the denoiser side B' = mh' (S0 + sigma Z) with sigma^2 = (r E + N)/(2 alpha r^2)
+and Shat = relu(S0 + sigma Z - t) (top kappa d eigenvalues), t = v/(alpha r);
+the divergence equation reads delta(sigma, t) = 2 alpha r, delta the
+normalised divergence of that spectral map.
+
+* Interpolation threshold (N > 0): the largest alpha with a solution, reached
+  at t -> 0 (V stays finite above it).  With delta_0, E_0 of the projection
+  onto the PSD cone (rank <= kappa d) of S0 + sigma Z:
+
+      r sigma^2 delta_0(sigma) = r E_0(sigma) + N,     alpha_interp = delta_0(sigma) / (2 r).
+
+  Pure noise (N -> infinity): delta_0 -> 1/2 (kappa >= 1), alpha_interp -> 1/(4 r),
+  the statistical dimension d(d+1)/4 of the PSD cone per equation.
+* Perfect recovery (N = 0): E -> 0, sigma -> 0 with t = tau sigma, and the two
+  equations become Phi(tau) = delta(tau) = 2 alpha r with
+  Phi(tau) = lim E / sigma^2.  Stein's identity gives Phi - delta = tau Phi'/2,
+  so they meet at the minimiser: alpha_PR = min_tau Phi(tau) / (2 r).
+
+Element-wise learner (no PSD constraint, Frobenius penalty): the ridgeless
+limit has delta = 1, so alpha_interp = alpha_PR = 1/(2 r) (parameter count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import brentq, minimize_scalar
+
+from amp_attention.channels.linear import LinearChannel
+from amp_attention.denoisers import NuclearNormPSD
+from amp_attention.spec import Problem, Task
+from amp_attention.targets import target_measure
+
+THRESHOLD_KINDS = ("interpolation", "perfect_recovery")
+
+
+@dataclass(frozen=True)
+class ConstraintGeometry:
+    """The zero-loss set of a channel in u-coordinates as V -> infinity.
+
+    ``rank`` r: independent equations per sample; ``noise_energy`` N: the
+    expected squared norm of the label noise projected on the constrained
+    directions (u-units); ``description`` says where they come from.
+    """
+
+    rank: int
+    noise_energy: float
+    description: str
+
+    @classmethod
+    def of_task(cls, task: Task) -> "ConstraintGeometry":
+        """r and N for the linear channel and for softmax with labels in its range.
+
+        Raises ValueError when the zero-loss set is empty or not affine (softmax
+        with output noise: labels off the softmax range; seq2lab: a curved set).
+        """
+        lin = LinearChannel(task.L, 0.0)
+        inv = 1.0 / (2.0 * lin.c)        # u-unit noise variance per unit Delta, tau_k^-2
+        D = task.noise
+        if task.channel == "linear":
+            return cls(lin.K, D * float(np.sum(inv)),
+                       "linear channel: K = L(L+1)/2 equations, noise Delta / tau_k^2 each")
+        if task.channel == "softmax":
+            if D > 0 and task.noise_at == "output":
+                raise ValueError("softmax with output noise: the labels lie outside the range of "
+                                 "the softmax, so no S fits them exactly (no interpolation); use "
+                                 "--noise-at logit")
+            # free direction h -> h + c 11^T is u = c / tau_k; projecting it out of the
+            # noise covariance diag(Delta / tau_k^2)
+            nvec = np.sqrt(inv)
+            P = np.eye(lin.K) - np.outer(nvec, nvec) / float(nvec @ nvec)
+            N = D * float(np.trace(P @ np.diag(inv)))
+            return cls(lin.K - 1, N, "softmax: K - 1 equations (h + c 11^T gives the same "
+                       "rows), logit noise projected off the free direction")
+        raise ValueError(f"channel {task.channel!r}: the zero-loss set is not affine, no "
+                         "closed-form limit; use the lam-continuation (threshold_by_continuation)")
+
+
+@dataclass(frozen=True)
+class ThresholdResult:
+    """A threshold alpha and how it was obtained.
+
+    ``sigma``: the effective noise level of the limit equations at the
+    threshold (interpolation) or 0 (recovery); ``tau``: the optimal
+    threshold-to-noise ratio (recovery); ``rank``/``noise_energy``: the
+    constraint geometry; ``residual``: of the equation solved; ``status``.
+    """
+
+    kind: str
+    alpha: float
+    sigma: float
+    tau: float
+    rank: int
+    noise_energy: float
+    method: str
+    converged: bool
+    status: str
+    residual: float = 0.0
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
+    """(delta, E) of Shat = relu(S0 + sigma Z - threshold) (top kappa d), mh = Vh = 1."""
+    den = NuclearNormPSD(0.5 * threshold, problem.learner.kappa)
+    target = target_measure(problem.target)
+    f = den.functionals(target, 1.0, sigma * sigma, 1.0)
+    return f.V, target.moment(2) - 2.0 * f.m + f.q
+
+
+def _elementwise(kind: str, geo: ConstraintGeometry) -> ThresholdResult:
+    return ThresholdResult(kind, 1.0 / (2.0 * geo.rank), math.nan, 0.0, geo.rank,
+                           geo.noise_energy, "element-wise learner: parameter count d(d+1)/2, "
+                           "alpha = 1/(2 r)", True, "closed form")
+
+
+def interpolation_threshold(problem: Problem) -> ThresholdResult:
+    """alpha_interp of ``problem`` (its alpha and lam are ignored): the largest
+    alpha at which ERM with lam -> 0+ fits noisy labels exactly (e_train -> 0).
+
+    Solves r sigma^2 delta_0(sigma) - r E_0(sigma) = N for sigma by Brent's
+    method on a bracket grown geometrically, then alpha = delta_0 / (2 r).
+    Noiseless labels (N = 0) are always interpolated (S0 fits them): alpha = inf.
+    """
+    geo = ConstraintGeometry.of_task(problem.task)
+    if problem.learner.parameterisation == "elementwise":
+        return _elementwise("interpolation", geo)
+    r, N = geo.rank, geo.noise_energy
+    method = f"lam -> 0+ limit equations ({geo.description})"
+    if N == 0.0:
+        return ThresholdResult("interpolation", math.inf, 0.0, 0.0, r, N, method, True,
+                               "noiseless labels: S0 interpolates at every alpha")
+
+    def F(sigma: float) -> float:
+        delta, E = _projection_stats(problem, sigma)
+        return (sigma * sigma * delta - E) - N / r
+
+    lo, hi = 1e-3, 1.0
+    while F(hi) < 0:
+        lo, hi = hi, 4.0 * hi
+        if hi > 1e14:
+            return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method, False,
+                                   "no root of the limit equation below sigma = 1e14")
+    if F(lo) >= 0:
+        lo = 1e-8
+    sigma = brentq(F, lo, hi, xtol=1e-13, rtol=1e-12, maxiter=200)
+    delta, _ = _projection_stats(problem, sigma)
+    return ThresholdResult("interpolation", delta / (2.0 * r), sigma, 0.0, r, N, method, True,
+                           "converged", abs(F(sigma)))
+
+
+def recovery_mse_ratio(problem: Problem, tau: float, sigma: float = 1e-3) -> float:
+    """Phi(tau) = lim_{sigma -> 0} ||relu(S0 + sigma Z - tau sigma) - S0||_F^2 / (d sigma^2).
+
+    E = Q0 - 2m + q cancels to O(sigma^2) while the quadrature is accurate to
+    ~1e-11 relative, so sigma cannot be tiny; the O(sigma) bias is removed by
+    one Richardson step, 2 Phi(sigma) - Phi(2 sigma) (error O(sigma^2))."""
+    def ratio(s: float) -> float:
+        _, E = _projection_stats(problem, s, tau * s)
+        return E / (s * s)
+
+    return 2.0 * ratio(sigma) - ratio(2.0 * sigma)
+
+
+def descent_cone_mse_ratio(kappa0: float, tau: float) -> float:
+    """Closed form of Phi(tau) for S0 of rank fraction kappa0 with its non-zero
+    eigenvalues bounded away from 0 and a learner without rank cap: the range
+    block passes Z - tau I, the cross blocks pass Z, the null block is
+    relu(Z_22 - tau) with Z_22 a semicircle of variance 1 - kappa0:
+
+        Phi = kappa0^2 + kappa0 tau^2 + 2 kappa0 (1 - kappa0)
+              + (1 - kappa0) int relu(x - tau)^2 rho_sc,(1 - kappa0)(x) dx.
+    """
+    from scipy.integrate import quad
+
+    s2 = 1.0 - kappa0
+    null = 0.0
+    if s2 > 0:
+        R = 2.0 * math.sqrt(s2)
+        if tau < R:
+            null = quad(lambda x: (x - tau) ** 2 * math.sqrt(max(R * R - x * x, 0.0))
+                        / (2.0 * math.pi * s2), max(tau, -R), R, epsabs=1e-13, epsrel=1e-12)[0]
+    return kappa0 * kappa0 + kappa0 * tau * tau + 2.0 * kappa0 * (1.0 - kappa0) + s2 * null
+
+
+def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> ThresholdResult:
+    """alpha_PR of ``problem`` with its noise set to 0 (its alpha and lam are
+    ignored): the smallest alpha at which ERM with lam -> 0+ recovers S0
+    (e_test -> 0); alpha_PR = min_tau Phi(tau) / (2 r)."""
+    task = dataclasses.replace(problem.task, noise=0.0)
+    geo = ConstraintGeometry.of_task(task)
+    if problem.learner.parameterisation == "elementwise":
+        return _elementwise("perfect_recovery", geo)
+    r = geo.rank
+    res = minimize_scalar(lambda t: recovery_mse_ratio(problem, t, sigma), bounds=(0.0, 6.0),
+                          method="bounded", options={"xatol": 1e-7})
+    tau, phi = float(res.x), float(res.fun)
+    phi0 = recovery_mse_ratio(problem, 0.0, sigma)
+    if phi0 < phi:  # the minimum sits at the boundary tau = 0
+        tau, phi = 0.0, phi0
+    method = (f"lam -> 0+ limit, Delta = 0: min over tau of Phi(tau) = lim E/sigma^2 "
+              f"(Richardson from sigma = {sigma:g}, {2 * sigma:g}; {geo.description})")
+    return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
+                           bool(res.success), "converged" if res.success else str(res.message))
