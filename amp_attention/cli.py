@@ -258,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,quickstart}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,quickstart}", required=True)
     problem = _problem_parent()
 
     se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
@@ -291,6 +291,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_amp_parser(sub, problem)
     _add_validate_parser(sub, problem)
     _add_spectrum_parser(sub, problem)
+    _add_thresholds_parser(sub, problem)
+    _add_phase_diagram_parser(sub, problem)
     _add_quickstart_parser(sub)
     return parser
 
@@ -450,6 +452,86 @@ def _add_spectrum_parser(sub, problem: argparse.ArgumentParser) -> None:
                         "(default: ./amp-attention-spectrum)")
     _add_mc_group(sp)
     sp.set_defaults(func=cmd_spectrum)
+
+
+THRESHOLDS_DESCRIPTION = f"""\
+Interpolation threshold alpha_interp (largest alpha at which ERM with lam -> 0+
+fits noisy labels exactly, e_train -> 0) and perfect-recovery threshold
+alpha_PR (smallest alpha at which ERM with lam -> 0+ recovers S0 from
+noiseless labels, e_test -> 0) from the lam -> 0+ limit equations of the SE
+(docs/theory.md section 12).  --alpha and --lam are ignored; alpha_PR uses the
+problem with Delta = 0.  Channels: linear, and softmax with its labels in the
+range of the softmax (--noise-at logit, or --noise 0).  With --kappa-grid,
+--kappa0-grid or --noise-grid the thresholds are tabulated along that grid
+(CSV and PNG in --out).
+
+{MODEL}"""
+
+
+def _add_thresholds_parser(sub, problem: argparse.ArgumentParser) -> None:
+    t = sub.add_parser("thresholds", parents=[problem], formatter_class=_Formatter,
+                       help="interpolation and perfect-recovery thresholds (lam -> 0+)",
+                       description=THRESHOLDS_DESCRIPTION)
+    g = t.add_argument_group("curves")
+    g.add_argument("--kappa-grid", type=float, nargs="+", default=None, metavar="KAPPA",
+                   help="tabulate both thresholds over these learner widths kappa")
+    g.add_argument("--kappa0-grid", type=float, nargs="+", default=None, metavar="KAPPA0",
+                   help="tabulate both thresholds over these target ranks kappa0 (Wishart)")
+    g.add_argument("--noise-grid", type=float, nargs="+", default=None, metavar="DELTA",
+                   help="tabulate alpha_interp over these noise variances Delta")
+    g.add_argument("--out", default=None, metavar="DIR",
+                   help="with a grid: write DIR/thresholds.csv, .json and .png")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    t.set_defaults(func=cmd_thresholds)
+
+
+PHASE_DESCRIPTION = f"""\
+SE phase diagram over an alpha x lam grid: test and train error, matrix MSE,
+rank fraction, trace, loss and convergence status per point.  Each row of fixed
+lam is swept upwards and downwards in alpha with warm starts (continuation);
+where the two sweeps end on different fixed points the point is flagged
+(hysteresis) and the lower-loss one is reported.  Sweeps run in --workers local
+processes, or on a Dask cluster (--scheduler ADDRESS, or --dask-local; needs the
+[dask] extra).  Every finished point is written atomically under OUT/points/,
+so rerunning the same command resumes and Ctrl-C loses nothing finished.
+Writes OUT/phase_diagram.npz (arrays [i_alpha, j_lam]), OUT/phase_diagram.json
+(parameters, field descriptions, per-point status, thresholds) and
+OUT/phase_diagram.png (heatmaps with alpha_interp and alpha_PR drawn where
+available).
+
+{MODEL}"""
+
+
+def _add_phase_diagram_parser(sub, problem: argparse.ArgumentParser) -> None:
+    pd = sub.add_parser("phase-diagram", parents=[problem], formatter_class=_Formatter,
+                        help="SE over an alpha x lam grid (continuation, hysteresis, resumable)",
+                        description=PHASE_DESCRIPTION)
+    g = pd.add_argument_group("grid")
+    g.add_argument("--alpha-range", type=float, nargs=3, default=[0.05, 1.5, 32],
+                   metavar=("LO", "HI", "N"), help="alpha grid: N points from LO to HI "
+                   "(default: 0.05 1.5 32)")
+    g.add_argument("--alpha-spacing", choices=("linear", "log"), default="linear",
+                   help="alpha grid spacing (default: linear)")
+    g.add_argument("--lam-range", type=float, nargs=3, default=[1e-3, 1.0, 32],
+                   metavar=("LO", "HI", "N"), help="lam grid: N points from LO to HI "
+                   "(default: 1e-3 1 32)")
+    g.add_argument("--lam-spacing", choices=("linear", "log"), default="log",
+                   help="lam grid spacing (default: log)")
+    g = pd.add_argument_group("solver and execution")
+    g.add_argument("--tol", type=float, default=1e-9,
+                   help="relative residual of each fixed point (default: 1e-9)")
+    g.add_argument("--max-iter", type=int, default=300, help="iterations per point (default: 300)")
+    g.add_argument("--workers", type=int, default=2,
+                   help="local worker processes (0: run in this process) (default: 2)")
+    g.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run on the Dask scheduler at ADDRESS (e.g. tcp://host:8786)")
+    g.add_argument("--dask-local", action="store_true",
+                   help="run on a local Dask cluster of --workers processes")
+    g.add_argument("--out", default="amp-attention-phase-diagram", metavar="DIR",
+                   help="output directory; rerunning with the same DIR resumes "
+                        "(default: ./amp-attention-phase-diagram)")
+    _add_mc_group(pd)
+    pd.set_defaults(func=cmd_phase_diagram)
 
 
 def _add_quickstart_parser(sub) -> None:
@@ -957,6 +1039,153 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
               f"{ks_w} {r['zero_fraction_S']:>14.4g}")
     print(f"wrote {out / 'spectrum.json'} and {out / 'spectrum.png'}", file=sys.stderr)
     return EXIT_OK if summary["all_converged"] else EXIT_NOT_CONVERGED
+
+
+def _threshold_row(problem: Problem) -> dict:
+    from solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
+
+    row: dict[str, Any] = {}
+    for key, fun in (("alpha_interp", interpolation_threshold),
+                     ("alpha_PR", perfect_recovery_threshold)):
+        try:
+            res = fun(problem)
+            row[key] = res.alpha if res.converged else None
+            row[key + "_detail"] = res.to_dict()
+        except ValueError as exc:
+            row[key] = None
+            row[key + "_detail"] = {"status": _one_line(str(exc))}
+    return row
+
+
+def cmd_thresholds(args: argparse.Namespace) -> int:
+    """``amp-attention thresholds``: alpha_interp and alpha_PR, optionally along a grid."""
+    import dataclasses
+
+    from .spec import Learner, WishartTarget
+
+    problem = problem_from_args(args)
+    grids = [(name, vals) for name, vals in (("kappa", args.kappa_grid), ("kappa0", args.kappa0_grid),
+                                             ("noise", args.noise_grid)) if vals]
+    if len(grids) > 1:
+        raise CLIError("argument --kappa-grid/--kappa0-grid/--noise-grid: give at most one grid")
+    params = problem.to_dict()
+    if not grids:
+        row = _threshold_row(problem)
+        if args.json:
+            print(_dumps({"params": params, **row}))
+            return EXIT_OK
+        _print_params(params)
+        for key in ("alpha_interp", "alpha_PR"):
+            det = row[key + "_detail"]
+            val = "-" if row[key] is None else _fmt(row[key])
+            print(f"  {key:<13} {val:<20} {det.get('method', det.get('status', ''))}")
+            if row[key] is not None and det.get("status") not in (None, "converged"):
+                print(f"  {'':<13} {'':<20} ({det['status']})")
+        return EXIT_OK
+    name, vals = grids[0]
+    rows = []
+    for v in _progress(vals, desc=f"thresholds over {name}"):
+        try:
+            if name == "kappa":
+                p = dataclasses.replace(problem, learner=dataclasses.replace(problem.learner, kappa=v))
+            elif name == "kappa0":
+                p = dataclasses.replace(problem, target=WishartTarget(v))
+            else:
+                p = dataclasses.replace(problem, task=dataclasses.replace(problem.task, noise=v))
+        except ValueError as exc:
+            raise CLIError(f"argument --{name}-grid: {_one_line(str(exc))}") from None
+        rows.append({name: v, **_threshold_row(p)})
+    if args.json:
+        print(_dumps({"params": params, "grid": name, "rows": rows}))
+    else:
+        _print_params(params)
+        print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14}")
+        for r in rows:
+            cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
+            print(f"  {r[name]:>8g} {cells}")
+    if args.out:
+        out = _prepare_path(Path(args.out) / "thresholds.csv").parent
+        with open(out / "thresholds.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow([name, "alpha_interp", "alpha_PR"])
+            for r in rows:
+                w.writerow([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
+                            "" if r["alpha_PR"] is None else r["alpha_PR"]])
+        (out / "thresholds.json").write_text(_dumps({"params": params, "grid": name, "rows": rows}))
+        from . import plotting
+
+        plotting.plot_threshold_curves(name, rows, out / "thresholds.png",
+                                       title=f"{params['channel']} L={params['L']}")
+        print(f"wrote {out / 'thresholds.csv'}, .json and .png", file=sys.stderr)
+    return EXIT_OK
+
+
+def _dask_executor(args: argparse.Namespace):
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise CLIError("argument --scheduler/--dask-local: Dask is not installed; install the "
+                       "extra: pip install 'amp-attention[dask]'") from None
+    if args.scheduler:
+        client = Client(args.scheduler)
+    else:
+        client = Client(LocalCluster(n_workers=max(1, args.workers), threads_per_worker=1,
+                                     processes=True, dashboard_address=None))
+    return client
+
+
+def cmd_phase_diagram(args: argparse.Namespace) -> int:
+    """``amp-attention phase-diagram``: resumable SE grid, npz + JSON + heatmaps."""
+    from solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
+
+    from . import plotting
+
+    problem = problem_from_args(args)
+    try:
+        alphas = grid(args.alpha_range[0], args.alpha_range[1], args.alpha_range[2], args.alpha_spacing)
+    except ValueError as exc:
+        raise CLIError(f"argument --alpha-range: {_one_line(str(exc))}") from None
+    try:
+        lams = grid(args.lam_range[0], args.lam_range[1], args.lam_range[2], args.lam_spacing)
+    except ValueError as exc:
+        raise CLIError(f"argument --lam-range: {_one_line(str(exc))}") from None
+    _check_min_int("--workers", args.workers, 0)
+    if args.scheduler and args.dask_local:
+        raise CLIError("argument --scheduler: not allowed with --dask-local")
+    try:
+        plan = PhaseDiagramPlan(problem, alphas, lams, args.tol, args.max_iter,
+                                _mc_options(args) if problem.task.channel != "linear" else None)
+    except ValueError as exc:
+        raise _flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
+                                "max_iter": "--max-iter"}) from None
+    thresholds = _threshold_row(problem)
+    out = _prepare_path(Path(args.out) / "phase_diagram.json").parent
+    client = _dask_executor(args) if (args.scheduler or args.dask_local) else None
+    try:
+        executor = client.get_executor() if client is not None else None
+        meta = run_phase_diagram(plan, out, executor=executor, workers=args.workers,
+                                 progress=lambda it, n: _progress(it, total=n, desc="sweeps"),
+                                 thresholds=thresholds)
+    except ValueError as exc:
+        raise CLIError(f"argument --out: {_one_line(str(exc))}") from None
+    finally:
+        if client is not None:
+            client.close()
+    from solvers.phase_diagram import load_phase_diagram
+
+    _, arrays = load_phase_diagram(out)
+    vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
+              "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
+    p = problem.to_dict()
+    plotting.plot_phase_diagram(alphas, lams, arrays, out / "phase_diagram.png", vlines=vlines,
+                                title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
+                                      f"{_target_text(p['target'])}, Delta={p['noise']:g}")
+    print(f"{meta['computed']} point(s) solved, the others resumed from {out / 'points'}")
+    print(f"{meta['n_converged']}/{meta['n_points']} converged, {meta['n_hysteresis']} with two "
+          f"fixed points; alpha_interp = {thresholds['alpha_interp']}, "
+          f"alpha_PR = {thresholds['alpha_PR']}")
+    print(f"wrote {out / 'phase_diagram.npz'}, .json and .png", file=sys.stderr)
+    return EXIT_OK if meta["n_converged"] == meta["n_points"] else EXIT_NOT_CONVERGED
 
 
 # --------------------------------------------------------------------------- quickstart

@@ -208,3 +208,79 @@ def _overlay_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None,
     ax.set_ylim(bottom=0.0)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def plot_phase_diagram(
+    alphas: Sequence[float],
+    lams: Sequence[float],
+    arrays: Mapping[str, np.ndarray],
+    path: str | Path,
+    *,
+    fields: Sequence[str] = ("test_error", "train_error", "rank_fraction", "matrix_mse"),
+    log_fields: Sequence[str] = ("test_error", "train_error", "matrix_mse"),
+    vlines: Mapping[str, float] | None = None,
+    title: str | None = None,
+) -> Path:
+    """Heatmaps over the alpha x lam grid (arrays indexed [i_alpha, j_lam]).
+
+    lam is drawn on a log axis when every lam > 0.  Points with two fixed points
+    (``arrays["hysteresis"]``) are marked with x, non-converged ones with red dots;
+    ``vlines`` maps labels to alpha values drawn as vertical lines (thresholds).
+    """
+    path = Path(path)
+    a = np.asarray(alphas, float)
+    lam = np.asarray(lams, float)
+    log_lam = bool(np.all(lam > 0)) and lam.size > 1
+    fig, axes = plt.subplots(1, len(fields), figsize=(4.4 * len(fields), 3.9), squeeze=False)
+    styles = ("--", ":", "-.", "-")
+    for ax, name in zip(axes[0], fields):
+        Z = np.asarray(arrays[name], float).T  # rows: lam, columns: alpha
+        norm = None
+        if name in log_fields:
+            pos = Z[np.isfinite(Z) & (Z > 0)]
+            if pos.size:
+                norm = matplotlib.colors.LogNorm(vmin=max(pos.min(), pos.max() * 1e-8), vmax=pos.max())
+                Z = np.where(Z > 0, Z, np.nan)
+        mesh = ax.pcolormesh(a, lam, Z, shading="nearest", norm=norm, cmap="viridis")
+        fig.colorbar(mesh, ax=ax)
+        hyst = np.asarray(arrays.get("hysteresis", np.zeros_like(Z.T, bool)), bool)
+        bad = ~np.asarray(arrays.get("converged", np.ones_like(Z.T, bool)), bool)
+        ii, jj = np.nonzero(hyst)
+        if ii.size:
+            ax.plot(a[ii], lam[jj], "x", color="w", ms=5, label="two fixed points")
+        ii, jj = np.nonzero(bad)
+        if ii.size:
+            ax.plot(a[ii], lam[jj], ".", color="red", ms=5, label="not converged")
+        for k, (label, x) in enumerate((vlines or {}).items()):
+            if x is not None and np.isfinite(x) and a.min() <= x <= a.max():
+                ax.axvline(x, color="w", ls=styles[k % len(styles)], lw=1.6, label=label)
+        if log_lam:
+            ax.set_yscale("log")
+        ax.set_xlabel(r"$\alpha = n/d^2$")
+        ax.set_ylabel(r"$\lambda$")
+        ax.set_title(LABELS.get(name, name), fontsize=9)
+        if ax is axes[0][0] and (vlines or np.any(hyst) or np.any(bad)):
+            ax.legend(fontsize=7, loc="upper right", framealpha=0.6)
+    return _save(fig, path, title)
+
+
+def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, *,
+                          title: str | None = None) -> Path:
+    """alpha_interp and alpha_PR against the grid variable ``name`` (rows of
+    ``amp-attention thresholds``; missing values are skipped)."""
+    path = Path(path)
+    fig, ax = plt.subplots(1, 1, figsize=(5.2, 3.8))
+    x = np.array([r[name] for r in rows], float)
+    for key, style, label in (("alpha_interp", "o-", r"$\alpha_{\rm interp}$ ($\lambda \to 0^+$)"),
+                              ("alpha_PR", "s--", r"$\alpha_{\rm PR}$ ($\Delta = 0$, $\lambda \to 0^+$)")):
+        y = np.array([np.nan if r[key] is None else r[key] for r in rows], float)
+        if np.any(np.isfinite(y)):
+            ax.plot(x, y, style, ms=4, label=label)
+    if name == "noise":
+        ax.set_xscale("log")
+    ax.set_xlabel({"kappa": r"learner width $\kappa = p/d$", "kappa0": r"target rank $\kappa_0$",
+                   "noise": r"label noise $\Delta$"}.get(name, name))
+    ax.set_ylabel(r"$\alpha = n/d^2$")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path, title)

@@ -288,6 +288,7 @@ def solve_state_evolution(
     spectrum: bool = False,
     mc: MonteCarloOptions | None = None,
     channel=None,
+    x0=None,
 ) -> SEResult:
     """Solve the SE fixed point of ``problem`` (THEORY 4.3).
 
@@ -299,15 +300,25 @@ def solve_state_evolution(
     non-linear channels; their Monte-Carlo standard errors are reported in
     ``mc_stderr`` (per field) and failed proximal solves in ``mc_failed_prox``.
     ``channel`` replaces the task's channel object (same L; e.g. a
-    :class:`~amp_attention.channels.custom.CustomChannel`).
+    :class:`~amp_attention.channels.custom.CustomChannel`).  ``x0 = (m, q, V)``
+    (e.g. the fixed point of a neighbouring problem, for continuation) replaces
+    ``start``: one solve from x0, reported with ``start="warm"``.
     """
     _check_solver_options(method, start, tol, max_iter, damping)
     t0 = time.perf_counter()
     se = StateEvolution(problem, mc, channel)
-    names = ("informative", "uninformative") if start == "both" else (start,)
+    starts = se.starts()
+    if x0 is not None:
+        x0 = np.asarray(x0, dtype=float)
+        if x0.shape != (3,) or not np.all(np.isfinite(x0)) or not se.valid(x0):
+            raise ValueError(f"x0 must be a valid (m, q, V) with q >= 0, V >= 0, m^2 <= q Q0, "
+                             f"got {x0!r}")
+        starts, names = {"warm": x0}, ("warm",)
+    else:
+        names = ("informative", "uninformative") if start == "both" else (start,)
     runs, extra = {}, {}
     for name in names:
-        rep, grad, n_coarse = _solve_from(se, se.starts()[name], method=method, tol=tol,
+        rep, grad, n_coarse = _solve_from(se, starts[name], method=method, tol=tol,
                                           max_iter=max_iter, damping=damping)
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse)

@@ -1,0 +1,269 @@
+"""Phase diagrams of the SE over an alpha x lam grid, with continuation and hysteresis (issue 6).
+
+Work unit: one *sweep* -- a row of fixed lam traversed in alpha, either upwards
+(from the smallest alpha, first point from the informative start) or downwards
+(from the largest alpha, first point from the uninformative start); every
+later point starts from its neighbour's fixed point (continuation).  Each
+point of each sweep is written atomically to ``OUT/points/`` as it finishes,
+so an interrupted diagram resumes where every sweep stopped (a resumed sweep
+warm-starts from its last stored point) and nothing finished is recomputed.
+
+The two sweeps give each grid point two fixed points.  When both converged and
+differ (relative distance of (m, q, V) above ``hysteresis_rtol``) the point has
+multiple fixed points (hysteresis): ``hysteresis`` is set, the reported values
+are those of the lower training loss (the ERM minimiser), the other branch's
+values are kept as ``alt_*``.
+
+Sweeps run through any :class:`concurrent.futures.Executor`: local processes
+by default, or a Dask cluster's ``client.get_executor()``; the progress bar
+counts finished sweeps.  The assembled diagram is one ``.npz`` (arrays, grid
+index order ``[i_alpha, j_lam]``) and a ``.json`` with the parameters, field
+descriptions, per-point status and the thresholds.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from amp_attention.spec import Problem
+
+from .runstore import atomic_write_json
+from .state_evolution import MonteCarloOptions, solve_state_evolution
+
+#: fields stored per point and in the npz (SE result names)
+FIELDS = ("test_error", "train_error", "matrix_mse", "rank_fraction", "trace_per_d", "loss",
+          "m", "q", "V")
+FIELD_HELP = {
+    "test_error": "clean test error e_test = E||g(h(S0)) - g(h(Shat))||^2",
+    "train_error": "train error (1/n) sum ||y - yhat||^2",
+    "matrix_mse": "||Shat - S0||_F^2 / d",
+    "rank_fraction": "rank(Shat) / d",
+    "trace_per_d": "Tr(Shat) / d",
+    "loss": "training loss R/n at the fixed point",
+    "m": "Tr(S0 Shat)/d", "q": "Tr(Shat^2)/d", "V": "SE variance parameter",
+}
+DIRECTIONS = ("up", "down")
+
+
+def grid(lo: float, hi: float, n: int, spacing: str) -> tuple[float, ...]:
+    """n points from lo to hi, ``linear`` or ``log`` spaced (the CLI's grids)."""
+    if spacing not in ("linear", "log"):
+        raise ValueError(f"spacing must be 'linear' or 'log', got {spacing!r}")
+    if int(n) != n or n < 1:
+        raise ValueError(f"number of grid points must be an integer >= 1, got {n!r}")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+        raise ValueError(f"grid bounds must be finite with lo <= hi, got {lo!r}, {hi!r}")
+    if spacing == "log":
+        if lo <= 0:
+            raise ValueError(f"a log grid needs lo > 0, got {lo!r}")
+        return tuple(float(v) for v in np.geomspace(lo, hi, int(n)))
+    return tuple(float(v) for v in np.linspace(lo, hi, int(n)))
+
+
+@dataclass(frozen=True)
+class PhaseDiagramPlan:
+    """The problem (its alpha and lam are replaced by the grid values), the grids,
+    SE options (``tol``, ``max_iter``, RQMC ``mc`` for non-linear channels) and the
+    relative distance above which two branches count as different fixed points."""
+
+    problem: Problem
+    alphas: tuple[float, ...]
+    lams: tuple[float, ...]
+    tol: float = 1e-9
+    max_iter: int = 300
+    mc: MonteCarloOptions | None = None
+    hysteresis_rtol: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("alphas", "lams"):
+            v = getattr(self, name)
+            if not v:
+                raise ValueError(f"{name} must be a non-empty grid")
+            object.__setattr__(self, name, tuple(float(x) for x in v))
+        if any(not (math.isfinite(a) and a > 0) for a in self.alphas):
+            raise ValueError(f"alphas must be numbers > 0, got {self.alphas!r}")
+        if any(not (math.isfinite(x) and x >= 0) for x in self.lams):
+            raise ValueError(f"lams must be numbers >= 0, got {self.lams!r}")
+        if list(self.alphas) != sorted(set(self.alphas)):
+            raise ValueError("alphas must be strictly increasing")
+        if not (math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+
+    def at(self, i: int, j: int) -> Problem:
+        learner = dataclasses.replace(self.problem.learner, lam=self.lams[j])
+        return dataclasses.replace(self.problem, alpha=self.alphas[i], learner=learner)
+
+    def to_dict(self) -> dict:
+        return {"problem": self.problem.to_dict(), "alphas": list(self.alphas),
+                "lams": list(self.lams), "tol": self.tol, "max_iter": self.max_iter,
+                "mc": None if self.mc is None else dataclasses.asdict(self.mc),
+                "hysteresis_rtol": self.hysteresis_rtol}
+
+
+def point_file(out: Path, j: int, direction: str, i: int) -> Path:
+    return Path(out) / "points" / f"lam{j:04d}_{direction}_a{i:04d}.json"
+
+
+def _order(plan: PhaseDiagramPlan, direction: str) -> list[int]:
+    idx = list(range(len(plan.alphas)))
+    return idx if direction == "up" else idx[::-1]
+
+
+def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
+    """One sweep (module-level, so process pools and Dask can pickle it); returns
+    the number of points it computed (finished ones on disk are skipped)."""
+    out = Path(out)
+    computed, x_prev = 0, None
+    for i in _order(plan, direction):
+        path = point_file(out, j, direction, i)
+        if path.exists():
+            rec = json.loads(path.read_text())
+            if rec["converged"]:
+                x_prev = (rec["m"], rec["q"], rec["V"])
+            continue
+        problem = plan.at(i, j)
+        if x_prev is not None:  # same target along the grid: a fixed point is a valid start
+            r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
+                                      x0=x_prev)
+        else:
+            r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
+                                      start="informative" if direction == "up" else "uninformative")
+        rec = {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i], "lam": plan.lams[j],
+               **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
+               "status": r.status, "iterations": r.iterations, "residual": r.residual,
+               "start": r.start, "seconds": r.seconds}
+        atomic_write_json(path, rec)
+        computed += 1
+        if r.converged:
+            x_prev = (r.m, r.q, r.V)
+    return computed
+
+
+def _local_executor(workers: int) -> cf.Executor:
+    return cf.ProcessPoolExecutor(max_workers=workers)
+
+
+def run_phase_diagram(
+    plan: PhaseDiagramPlan,
+    out: Path,
+    *,
+    executor: cf.Executor | None = None,
+    workers: int = 2,
+    progress: Callable[[Iterable, int], Iterable] | None = None,
+    thresholds: dict | None = None,
+) -> dict:
+    """Run (or resume) every sweep of ``plan`` into ``out`` and assemble the diagram.
+
+    ``executor``: any concurrent.futures executor (e.g. a Dask client's
+    ``get_executor()``); default a local process pool of ``workers`` (``workers
+    = 0``: in this process, no pool).  ``progress(iterable, total)`` wraps the
+    stream of finished sweeps (a progress bar).  ``thresholds`` (JSON-ready) is
+    stored in the metadata.  Returns the metadata dict, with ``computed``: the
+    number of points this call solved.
+    """
+    out = Path(out)
+    (out / "points").mkdir(parents=True, exist_ok=True)
+    meta_path = out / "phase_diagram.json"
+    plan_dict = plan.to_dict()
+    if meta_path.exists():
+        old = json.loads(meta_path.read_text())
+        if old.get("plan") != json.loads(json.dumps(plan_dict)):
+            raise ValueError(f"{out} holds a phase diagram of other parameters; use another "
+                             "output directory")
+    atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
+    tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
+             if not all(point_file(out, j, dr, i).exists() for i in range(len(plan.alphas)))]
+    computed = 0
+    if tasks:
+        if executor is None and workers == 0:
+            done: Iterable = (run_sweep(plan, str(out), j, dr) for j, dr in tasks)
+            for c in (progress(done, len(tasks)) if progress else done):
+                computed += c
+        else:
+            own = executor is None
+            ex = _local_executor(workers) if own else executor
+            try:
+                futures = [ex.submit(run_sweep, plan, str(out), j, dr) for j, dr in tasks]
+                stream = cf.as_completed(futures)
+                for fut in (progress(stream, len(futures)) if progress else stream):
+                    computed += fut.result()
+            finally:
+                if own:
+                    ex.shutdown(wait=True, cancel_futures=True)
+    meta = assemble(plan, out, thresholds)
+    meta["computed"] = computed
+    return meta
+
+
+def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) -> dict:
+    """Combine the two branches per point; write ``phase_diagram.npz`` and ``.json``."""
+    out = Path(out)
+    na, nl = len(plan.alphas), len(plan.lams)
+    arrays = {f: np.full((na, nl), np.nan) for f in FIELDS}
+    alt = {f"alt_{f}": np.full((na, nl), np.nan) for f in ("test_error", "train_error", "loss")}
+    converged = np.zeros((na, nl), dtype=bool)
+    hysteresis = np.zeros((na, nl), dtype=bool)
+    iterations = np.zeros((na, nl), dtype=np.int64)
+    branch = np.full((na, nl), "", dtype=object)
+    status = np.full((na, nl), "", dtype=object)
+    for i in range(na):
+        for j in range(nl):
+            recs = {dr: json.loads(point_file(out, j, dr, i).read_text()) for dr in DIRECTIONS}
+            ok = [r for r in recs.values() if r["converged"]]
+            iterations[i, j] = sum(r["iterations"] for r in recs.values())
+            if not ok:
+                status[i, j] = "not converged: " + "; ".join(
+                    f"{dr}: {r['status']}" for dr, r in recs.items())
+                best = recs["up"]
+            else:
+                best = min(ok, key=lambda r: r["loss"])
+                converged[i, j] = True
+                status[i, j] = "converged"
+                if len(ok) == 2:
+                    a, b = (np.array([r[k] for k in ("m", "q", "V")]) for r in ok)
+                    dist = float(np.max(np.abs(a - b) / np.maximum(np.abs(a), 1e-12)))
+                    if dist > plan.hysteresis_rtol:
+                        hysteresis[i, j] = True
+                        other = ok[1] if best is ok[0] else ok[0]
+                        for f in ("test_error", "train_error", "loss"):
+                            alt[f"alt_{f}"][i, j] = other[f]
+                        status[i, j] = (f"two fixed points (relative distance {dist:.2e}); "
+                                        f"reported: the {best['direction']} branch, lower loss")
+                elif len(ok) == 1:
+                    status[i, j] = f"converged on the {best['direction']} branch only"
+            branch[i, j] = best["direction"]
+            for f in FIELDS:
+                arrays[f][i, j] = best[f]
+    np.savez(out / "phase_diagram.tmp.npz", alpha=np.array(plan.alphas), lam=np.array(plan.lams),
+             converged=converged, hysteresis=hysteresis, iterations=iterations,
+             branch=branch.astype(str), **arrays, **alt)
+    os.replace(out / "phase_diagram.tmp.npz", out / "phase_diagram.npz")
+    meta = {"plan": plan.to_dict(), "complete": True, "fields": FIELD_HELP,
+            "layout": "arrays of shape (len(alpha), len(lam)), index [i_alpha, j_lam]",
+            "n_points": na * nl, "n_converged": int(converged.sum()),
+            "n_hysteresis": int(hysteresis.sum()),
+            "status": [[status[i, j] for j in range(nl)] for i in range(na)],
+            "thresholds": thresholds or {}}
+    atomic_write_json(out / "phase_diagram.json", meta)
+    return meta
+
+
+def load_phase_diagram(out: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    """(metadata, arrays) of an assembled diagram in ``out``."""
+    out = Path(out)
+    meta = json.loads((out / "phase_diagram.json").read_text())
+    with np.load(out / "phase_diagram.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    return meta, arrays
+
