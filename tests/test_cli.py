@@ -309,14 +309,55 @@ def test_spectrum_bad_zero_tol_one_line(capsys) -> None:
     assert_one_line_error(err, "--zero-tol")
 
 
+def test_thresholds_json_and_grid_files(capsys, tmp_path: Path) -> None:
+    code, out, _ = run(capsys, "thresholds", "--noise", "50", "--kappa0", "1", "--json")
+    assert code == 0
+    res = json.loads(out)
+    assert 0.25 < res["alpha_interp"] < 0.26 and res["alpha_PR"] == pytest.approx(0.5, rel=1e-3)
+    assert "limit equations" in res["alpha_interp_detail"]["method"]
+    code, out, _ = run(capsys, "thresholds", "--noise", "0.5", "--kappa-grid", "0.5", "1", "2",
+                       "--out", str(tmp_path / "t"))
+    assert code == 0
+    with open(tmp_path / "t" / "thresholds.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [float(r["kappa"]) for r in rows] == [0.5, 1.0, 2.0]
+    assert (tmp_path / "t" / "thresholds.png").stat().st_size > 0
+
+
+def test_thresholds_softmax_output_noise_explains(capsys) -> None:
+    code, out, _ = run(capsys, "thresholds", "--channel", "softmax", "--L", "2", "--noise", "0.5")
+    assert code == 0 and "noise-at logit" in out
+
+
+def test_phase_diagram_writes_npz_json_png_and_resumes(capsys, tmp_path: Path) -> None:
+    argv = ["phase-diagram", "--noise", "0.5", "--alpha-range", "0.1", "1", "4", "--lam-range",
+            "0.01", "1", "3", "--workers", "0", "--out", str(tmp_path / "pd")]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "24 point(s) solved" in out and "12/12 converged" in out
+    meta = json.loads((tmp_path / "pd" / "phase_diagram.json").read_text())
+    assert meta["thresholds"]["alpha_interp"] == pytest.approx(0.30696, rel=1e-4)
+    with np.load(tmp_path / "pd" / "phase_diagram.npz") as z:
+        assert z["test_error"].shape == (4, 3) and z["lam"][0] == pytest.approx(0.01)
+    assert (tmp_path / "pd" / "phase_diagram.png").stat().st_size > 0
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "0 point(s) solved" in out
+
+
+def test_phase_diagram_bad_grid_one_line(capsys) -> None:
+    code, _, err = run(capsys, "phase-diagram", "--lam-range", "0", "1", "4")
+    assert code == 2
+    assert_one_line_error(err, "--lam-range")
+
+
 @pytest.mark.parametrize("argv", [["--help"], ["se", "--help"], ["erm", "--help"],
                                   ["amp", "--help"], ["validate", "--help"], ["spectrum", "--help"],
+                                  ["thresholds", "--help"], ["phase-diagram", "--help"],
                                   ["quickstart", "--help"]])
 def test_help(capsys, argv: list[str]) -> None:
     code, out, _ = run(capsys, *argv)
     assert code == 0
     assert "usage: amp-attention" in out
-    if argv[0] in ("se", "erm", "amp", "validate", "spectrum"):
+    if argv[0] in ("se", "erm", "amp", "validate", "spectrum", "thresholds", "phase-diagram"):
         for symbol in ("alpha = n/d^2", "kappa = p/d", "Delta", "lam d Tr S", "beta"):
             assert symbol in out, symbol
 

@@ -1,0 +1,144 @@
+"""Phase diagrams: continuation sweeps, hysteresis flags, executors, resume after a kill (issue 6)."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from amp_attention.spec import Learner, Problem, Task, WishartTarget
+from solvers.phase_diagram import (FIELDS, PhaseDiagramPlan, assemble, grid, load_phase_diagram,
+                                   point_file, run_phase_diagram)
+from solvers.state_evolution import solve_state_evolution
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1))
+PLAN = PhaseDiagramPlan(PROBLEM, grid(0.1, 1.2, 5, "linear"), grid(0.01, 1.0, 3, "log"))
+
+
+def _arrays(out):
+    return load_phase_diagram(out)[1]
+
+
+def test_points_equal_independent_se_solves(tmp_path):
+    meta = run_phase_diagram(PLAN, tmp_path, workers=0)
+    assert meta["computed"] == 2 * 15 and meta["n_converged"] == 15 and meta["n_hysteresis"] == 0
+    arr = _arrays(tmp_path)
+    assert arr["test_error"].shape == (5, 3)
+    for i, j in ((0, 0), (3, 1), (4, 2)):
+        r = solve_state_evolution(PLAN.at(i, j), tol=1e-11)
+        for f in ("test_error", "train_error", "rank_fraction"):
+            assert arr[f][i, j] == pytest.approx(getattr(r, f), rel=1e-7, abs=1e-12), (i, j, f)
+    assert meta["layout"].startswith("arrays of shape")
+    assert set(FIELDS) <= set(meta["fields"])
+
+
+def test_executors_give_identical_results(tmp_path):
+    run_phase_diagram(PLAN, tmp_path / "serial", workers=0)
+    with cf.ThreadPoolExecutor(2) as ex:
+        run_phase_diagram(PLAN, tmp_path / "threads", executor=ex)
+    run_phase_diagram(PLAN, tmp_path / "procs", workers=2)
+    ref = _arrays(tmp_path / "serial")
+    for name in ("threads", "procs"):
+        other = _arrays(tmp_path / name)
+        for f in FIELDS:
+            np.testing.assert_array_equal(other[f], ref[f])
+
+
+def test_dask_local_cluster_matches_the_local_executor(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    run_phase_diagram(PLAN, tmp_path / "local", workers=0)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    try:
+        with distributed.Client(cluster) as client:
+            meta = run_phase_diagram(PLAN, tmp_path / "dask", executor=client.get_executor())
+    finally:
+        cluster.close()
+    assert meta["computed"] == 30
+    ref, other = _arrays(tmp_path / "local"), _arrays(tmp_path / "dask")
+    for f in FIELDS:
+        np.testing.assert_array_equal(other[f], ref[f])
+
+
+def test_interrupted_run_resumes_without_recomputing(tmp_path):
+    """Ctrl-C (SIGINT) a CLI run midway; the rerun solves only the missing points
+    and the result equals an uninterrupted run."""
+    out = tmp_path / "pd"
+    argv = [sys.executable, "-m", "amp_attention.cli", "phase-diagram", "--noise", "0.5",
+            "--alpha-range", "0.1", "1.2", "8", "--lam-range", "0.01", "1", "4", "--workers", "1",
+            "--tol", "1e-9", "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if len(list((out / "points").glob("*.json"))) >= 12:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.wait(timeout=60)
+    before = len(list((out / "points").glob("*.json")))
+    assert 12 <= before < 64
+    assert not list((out / "points").glob("*.tmp*"))  # no partial files
+    plan = PhaseDiagramPlan(PROBLEM, grid(0.1, 1.2, 8, "linear"), grid(0.01, 1, 4, "log"), tol=1e-9)
+    meta = run_phase_diagram(plan, out, workers=0)
+    assert meta["computed"] == 64 - before and meta["n_converged"] == 32
+    fresh = run_phase_diagram(plan, tmp_path / "fresh", workers=0)
+    assert fresh["computed"] == 64
+    a, b = _arrays(out), _arrays(tmp_path / "fresh")
+    for f in FIELDS:
+        np.testing.assert_allclose(a[f], b[f], rtol=1e-8, atol=1e-12)
+
+
+def test_hysteresis_is_flagged_and_the_lower_loss_branch_reported(tmp_path):
+    """Two stored branches that disagree at one point (written by hand: the assembly
+    logic is what is tested here)."""
+    plan = PhaseDiagramPlan(PROBLEM, (0.5, 1.0), (0.1,))
+    (tmp_path / "points").mkdir()
+    base = {f: 1.0 for f in FIELDS}
+    for i in range(2):
+        for dr in ("up", "down"):
+            rec = {**base, "i": i, "j": 0, "direction": dr, "converged": True, "status": "converged",
+                   "iterations": 5, "residual": 0.0, "start": "warm", "seconds": 0.0}
+            if i == 1 and dr == "down":
+                rec.update(m=2.0, loss=0.5, test_error=0.3)
+            point_file(tmp_path, 0, dr, i).write_text(json.dumps(rec))
+    meta = assemble(plan, tmp_path)
+    arr = _arrays(tmp_path)
+    assert arr["hysteresis"].tolist() == [[False], [True]]
+    assert arr["test_error"][1, 0] == 0.3 and arr["alt_test_error"][1, 0] == 1.0
+    assert arr["branch"][1, 0] == "down"
+    assert meta["n_hysteresis"] == 1 and "two fixed points" in meta["status"][1][0]
+
+
+def test_other_parameters_in_the_same_directory_are_refused(tmp_path):
+    run_phase_diagram(PLAN, tmp_path, workers=0)
+    other = PhaseDiagramPlan(PROBLEM, grid(0.1, 1.2, 4, "linear"), PLAN.lams)
+    with pytest.raises(ValueError, match="other parameters"):
+        run_phase_diagram(other, tmp_path, workers=0)
+
+
+@pytest.mark.parametrize("args,match", [((1.0, 0.5, 4, "linear"), "lo <= hi"),
+                                        ((0.0, 1.0, 4, "log"), "lo > 0"),
+                                        ((0.1, 1.0, 0, "log"), "integer >= 1"),
+                                        ((0.1, 1.0, 4, "cubic"), "spacing")])
+def test_bad_grids_say_what_is_allowed(args, match):
+    with pytest.raises(ValueError, match=match):
+        grid(*args)
+
+
+def test_bad_plans_name_the_parameter():
+    with pytest.raises(ValueError, match="alphas"):
+        PhaseDiagramPlan(PROBLEM, (1.0, 0.5), (0.1,))
+    with pytest.raises(ValueError, match="lams"):
+        PhaseDiagramPlan(PROBLEM, (0.5,), (-0.1,))
