@@ -228,10 +228,13 @@ def _problem_parent() -> argparse.ArgumentParser:
     g.add_argument("--noise-at", choices=("output", "logit"), default="output",
                    help="where the noise enters: on the outputs or on the pre-activations h "
                         "(identical for the linear channel) (default: output)")
-    g.add_argument("--target", choices=("wishart", "powerlaw"), default="wishart",
+    g.add_argument("--target", choices=("wishart", "powerlaw", "spiked"), default="wishart",
                    help="target S0: wishart S0 = W0^T W0/sqrt(p0 d), W0 in R^{p0 x d} "
                         "i.i.d. N(0,1); powerlaw S0 = O diag(s) O^T, s_k = c k^-gamma for "
-                        "k <= p0, O Haar (default: wishart)")
+                        "k <= p0, O Haar; spiked: a wishart bulk whose top eigenvalues are "
+                        "replaced by --spikes (default: wishart)")
+    g.add_argument("--spikes", type=float, nargs="+", default=None, metavar="S",
+                   help="spiked target: the planted eigenvalues (default: 6 9 12)")
     g.add_argument("--kappa0", type=float, default=None, metavar="KAPPA0",
                    help="Wishart target width kappa0 = p0/d; Q0 = Tr(S0^2)/d = 1 + kappa0 "
                         "(default: 0.5)")
@@ -550,26 +553,32 @@ def _add_quickstart_parser(sub) -> None:
 
 def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
     """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
-    from .spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+    from .spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
 
     try:
         task = Task(channel=args.channel, L=args.L, beta=args.beta, noise=args.noise,
                     noise_at=args.noise_at)
     except ValueError as exc:
         raise _flag_error(exc, _TASK_FLAGS) from None
-    if args.target == "wishart":
+    if args.spikes is not None and args.target != "spiked":
+        raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
+    if args.target in ("wishart", "spiked"):
         for flag, value in (("--gamma", args.gamma), ("--p0", args.p0), ("--Q0", args.Q0),
                             ("--target-d", args.target_d)):
             if value is not None:
                 raise CLIError(f"argument {flag}: applies only to --target powerlaw "
-                               "(got --target wishart)")
+                               f"(got --target {args.target})")
+        kappa0 = 0.5 if args.kappa0 is None else args.kappa0
         try:
-            target = WishartTarget(kappa0=0.5 if args.kappa0 is None else args.kappa0)
+            if args.target == "spiked":
+                target = SpikedTarget(kappa0, tuple(args.spikes) if args.spikes else (6.0, 9.0, 12.0))
+            else:
+                target = WishartTarget(kappa0=kappa0)
         except ValueError as exc:
-            raise _flag_error(exc, _WISHART_FLAGS) from None
+            raise _flag_error(exc, {**_WISHART_FLAGS, "spikes": "--spikes"}) from None
     else:
         if args.kappa0 is not None:
-            raise CLIError("argument --kappa0: applies only to --target wishart "
+            raise CLIError("argument --kappa0: applies only to --target wishart or spiked "
                            "(got --target powerlaw)")
         try:
             target = PowerLawTarget(
@@ -750,7 +759,7 @@ def _print_se_table(params: dict, fields: dict) -> None:
         print("  alternative        -")
 
 
-def write_spectrum(path: Path, spec, params: dict) -> Path:
+def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None = None) -> Path:
     """CSV ``x,density_S,sigma,density_W`` plus a PNG with the same stem; returns the PNG path.
 
     The first line is a comment (``#``) recording the parameters (JSON) and the
@@ -784,7 +793,7 @@ def write_spectrum(path: Path, spec, params: dict) -> Path:
     title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
              f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")
     plotting.plot_spectrum(x, rho, spec.atom_at_zero, png, sigma=sig, density_W=rho_w,
-                           atom_W=spec.atom_at_zero_W, title=title)
+                           atom_W=spec.atom_at_zero_W, title=title, outliers=outliers)
     return png
 
 
@@ -1021,12 +1030,21 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
               f"residual {se.residual:.3g} after {se.iterations} iterations); no spectrum written",
               file=sys.stderr)
         return EXIT_NOT_CONVERGED
-    png = write_spectrum(out / "spectrum.csv", se.spectrum, params)
+    outliers = None
+    if problem.target.kind in ("spiked", "powerlaw"):
+        from solvers.outliers import predict_outliers
+
+        outliers = [o.to_dict() for o in predict_outliers(problem, se)]
+        (out / "outliers.json").write_text(_dumps({"params": params, "outliers": outliers}))
+    png = write_spectrum(out / "spectrum.csv", se.spectrum, params, outliers=outliers)
     theory_png = png.with_name("spectrum_theory.png")
     os.replace(png, theory_png)
     spec = se.spectrum
     print(f"predicted: atom at 0 of Shat {spec.atom_at_zero:.6g}, rank fraction "
           f"{se.rank_fraction:.6g}")
+    for o in [o for o in (outliers or []) if o["visible"]]:
+        ev = "not learned (0)" if not o["eigenvalue"] else f"{o['eigenvalue']:.6g}, cos^2 {o['cos2']:.4f}"
+        print(f"  outlier: target eigenvalue {o['target_eigenvalue']:.6g} -> Shat eigenvalue {ev}")
     print(f"wrote {out / 'spectrum.csv'} and {theory_png}", file=sys.stderr)
     if not args.simulate:
         return EXIT_OK

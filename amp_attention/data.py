@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .operators import measure
-from .spec import CustomTarget, PowerLawTarget, Problem, Target, WishartTarget
+from .spec import CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget
 
 
 def check_dimension(d: object, minimum: int = 2) -> int:
@@ -93,6 +93,8 @@ def sample_target_matrix(
       p0 = max(1, round(kappa0 d)).
     * Power law: S0 = O diag(s) O^T, O Haar, s the spec's eigenvalues
       re-evaluated at dimension d with p0 scaled proportionally.
+    * Spiked: the Wishart bulk's d eigenvalues (sampled, or quantiles) with the
+      top len(spikes) replaced by the spikes, rotated by a Haar O.
     * Custom: S0 = O diag(s) O^T, s the (i + 1/2)/d quantiles of the target's
       discrete measure (an eigenvalue list of length d is reproduced exactly).
 
@@ -114,6 +116,20 @@ def sample_target_matrix(
         W0 = rng.standard_normal((p0, d))
         S0 = (W0.T @ W0) / math.sqrt(p0 * d)
         return 0.5 * (S0 + S0.T)
+    if isinstance(target, SpikedTarget):
+        from .targets import target_measure
+
+        if d <= len(target.spikes):
+            raise ValueError(f"d must exceed the number of spikes ({len(target.spikes)}), got {d}")
+        if spectrum == "quantile":
+            bulk = target_measure(target).quantiles(d)
+        else:
+            p0 = max(1, int(round(target.kappa0 * d)))
+            W0 = rng.standard_normal((p0, d))
+            bulk = np.linalg.eigvalsh((W0.T @ W0) / math.sqrt(p0 * d))
+        s = np.sort(bulk)
+        s[d - len(target.spikes):] = np.sort(np.asarray(target.spikes))
+        return _rotate(s, rng)
     if isinstance(target, PowerLawTarget):
         p0 = max(1, int(round(target.p0 * d / target.d)))
         s = dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues()
@@ -121,7 +137,8 @@ def sample_target_matrix(
     if isinstance(target, CustomTarget):
         positions, weights = target.atoms()
         return _rotate(quantile_eigenvalues(positions, weights, d), rng)
-    raise ValueError(f"target must be a WishartTarget, PowerLawTarget or CustomTarget, got {target!r}")
+    raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
+                     f"got {target!r}")
 
 
 def sample_tokens(n: int, L: int, d: int, rng: np.random.Generator) -> np.ndarray:

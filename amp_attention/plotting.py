@@ -81,13 +81,15 @@ def plot_spectrum(
     density_W: Sequence[float] | None = None,
     atom_W: float | None = None,
     title: str | None = None,
+    outliers: Sequence[Mapping] | None = None,
 ) -> Path:
     """Predicted spectra of the learned weights (THEORY 5).
 
     Left: eigenvalue density of Shat (continuous part ``density_S`` on ``x``,
     atom of mass ``atom_S`` at 0 drawn as a stem). Right, when ``sigma`` is
     given: density of the normalised singular values sigma/(p d)^(1/4) of W,
-    with its atom ``atom_W`` at 0.
+    with its atom ``atom_W`` at 0.  ``outliers`` (dicts with ``eigenvalue``,
+    ``cos2``, ``target_eigenvalue``) are drawn as red lines with their overlaps.
     """
     path = Path(path)
     panels = 2 if sigma is not None and density_W is not None else 1
@@ -97,7 +99,24 @@ def plot_spectrum(
     if panels == 2:
         _density_panel(axes[0][1], np.asarray(sigma, float), np.asarray(density_W, float),
                        atom_W, r"singular value of $W$, $\sigma/(pd)^{1/4}$", "C2")
+    _outlier_lines(axes[0][0], outliers, sqrt=False)
+    if panels == 2:
+        _outlier_lines(axes[0][1], outliers, sqrt=True)
     return _save(fig, path, title)
+
+
+def _outlier_lines(ax, outliers: Sequence[Mapping] | None, sqrt: bool) -> None:
+    """Predicted outliers as red vertical lines, labelled with the target eigenvalue and cos^2."""
+    shown = [o for o in (outliers or []) if o.get("eigenvalue")]
+    if not shown:
+        return
+    top = ax.get_ylim()[1]
+    for k, o in enumerate(shown):
+        x = float(np.sqrt(o["eigenvalue"])) if sqrt else float(o["eigenvalue"])
+        ax.axvline(x, color="red", lw=1.2, ls="--", label="SE outliers" if k == 0 else None)
+        ax.text(x, top * (0.9 - 0.12 * (k % 4)), f" s0={o['target_eigenvalue']:.3g}\n cos2={o['cos2']:.3f}",
+                color="red", fontsize=6.5, va="top")
+    ax.legend(fontsize=7)
 
 
 def _save(fig, path: Path, title: str | None) -> Path:

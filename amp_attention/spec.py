@@ -123,6 +123,34 @@ class WishartTarget:
 
 
 @dataclass(frozen=True)
+class SpikedTarget:
+    """A Wishart bulk (``kappa0``) with planted spikes: S0 = O diag(s) O^T, O Haar,
+    where the top len(spikes) of the d bulk eigenvalues are replaced by ``spikes``.
+
+    The spikes have zero mass as d -> infinity: the SE's overlaps are those of
+    the bulk, and each spike shows up as an outlier eigenvalue of Shat when it
+    is strong enough (THEORY 5; ``solvers.outliers``).  Its eigenvector is the
+    corresponding column of O.
+    """
+
+    kappa0: float = 0.5
+    spikes: tuple[float, ...] = (6.0, 9.0, 12.0)
+    kind: Literal["spiked"] = field(default="spiked", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa0", _positive("kappa0", self.kappa0))
+        sp = tuple(float(v) for v in np.atleast_1d(np.asarray(self.spikes, dtype=float)))
+        if not sp or any(not (math.isfinite(v) and v > 0) for v in sp):
+            raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
+        object.__setattr__(self, "spikes", tuple(sorted(sp, reverse=True)))
+
+    @property
+    def Q0(self) -> float:
+        """Tr(S0^2)/d of the d -> infinity limit (the bulk's; spikes add O(1/d))."""
+        return 1.0 + self.kappa0
+
+
+@dataclass(frozen=True)
 class PowerLawTarget:
     """S0 = O diag(s) O^T with s_k = c k^(-gamma) for k <= p0, 0 beyond (THEORY 1).
 
@@ -215,7 +243,7 @@ class CustomTarget:
         return float(np.sum(w * s * s))
 
 
-Target = Union[WishartTarget, PowerLawTarget, CustomTarget]
+Target = Union[WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget]
 
 
 @dataclass(frozen=True)
@@ -258,8 +286,9 @@ class Problem:
     def __post_init__(self) -> None:
         if not isinstance(self.task, Task):
             raise ValueError("task must be a Task")
-        if not isinstance(self.target, (WishartTarget, PowerLawTarget, CustomTarget)):
-            raise ValueError("target must be a WishartTarget, PowerLawTarget or CustomTarget")
+        if not isinstance(self.target, (WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget)):
+            raise ValueError("target must be a WishartTarget, PowerLawTarget, CustomTarget or "
+                             "SpikedTarget")
         if not isinstance(self.learner, Learner):
             raise ValueError("learner must be a Learner")
         object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
@@ -269,6 +298,8 @@ class Problem:
         t = self.target
         if isinstance(t, WishartTarget):
             target = {"kind": "wishart", "kappa0": t.kappa0}
+        elif isinstance(t, SpikedTarget):
+            target = {"kind": "spiked", "kappa0": t.kappa0, "spikes": list(t.spikes)}
         elif isinstance(t, PowerLawTarget):
             target = {"kind": "powerlaw", "gamma": t.gamma, "d": t.d, "p0": t.p0, "Q0": t.Q0}
         else:

@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from .spec import CustomTarget, PowerLawTarget, Target, WishartTarget
+from .spec import CustomTarget, PowerLawTarget, SpikedTarget, Target, WishartTarget
 
 
 def _upper(w: np.ndarray | complex | float) -> np.ndarray:
@@ -262,7 +262,8 @@ class DiscreteMeasure(SpectralMeasure):
 
 def target_measure(target: Target) -> SpectralMeasure:
     """Limiting (or deterministic-equivalent) eigenvalue law of the target S0."""
-    if isinstance(target, WishartTarget):
+    if isinstance(target, (WishartTarget, SpikedTarget)):
+        # a spiked target's spikes carry no mass in the limit: its law is the bulk's
         return MarchenkoPasturMeasure(1.0 / target.kappa0, math.sqrt(target.kappa0))
     if isinstance(target, PowerLawTarget):
         return DiscreteMeasure(target.eigenvalues())
