@@ -1,14 +1,22 @@
 """Slow: predicted spectra of Shat and W against Adam-trained weights (issue 5).
 
-Linear channel L = 1, kappa0 = 0.5 (quantile target), Delta = 0.1, lam = 0.05,
-alpha = 0.25; learner width kappa in {0.5, 1, 2}; Adam (lr 0.03, plateau floor
-lr 1e-5) at d in {100, 150, 200}, one seed each.  Exactly what
+Linear channel L = 1, kappa0 = 0.5 (quantile target), Delta = 0.1; Adam (lr
+0.03, plateau floor lr 1e-5) at d in {100, 150, 200}, one seed each:
 
-    amp-attention spectrum --kappa K --kappa0 0.5 --noise 0.1 --lam 0.05 --alpha 0.25 \
-        --simulate --d 100 150 200 --seeds 1 --lr-min 1e-5 --out DIR/kK
+* kappa = 1 and 2 at alpha = 0.25, lam = 0.05 (rank fraction 0.43: for kappa >= 1
+  the ERM over S is the same problem, so the two must give the same spectrum);
+* kappa = 0.5 at alpha = 0.4, lam = 0.01, where the rank cap binds (rank fraction
+  0.5 instead of the uncapped 0.63, test error 0.426 instead of 0.390).  At
+  alpha = 0.25, lam = 0.05 the cap would be inactive and kappa = 0.5 would
+  repeat kappa = 1.
 
-runs, so with AMP_VALIDATION_CACHE=DIR the CLI's runs are resumed (about 25 min
-on one core for the three kappa).  AMP_RECORD=1 rewrites
+Each is exactly what
+
+    amp-attention spectrum --kappa K --kappa0 0.5 --noise 0.1 --lam LAM --alpha ALPHA \
+        --simulate --d 100 150 200 --seeds 1 --lr-min 1e-5 --out DIR/NAME
+
+runs (NAME = k1, k2, k0.5_capped), so with AMP_VALIDATION_CACHE=DIR the CLI's runs
+are resumed (about an hour on one core in all).  AMP_RECORD=1 rewrites
 tests/data/adam_spectra.json.
 
 The Kolmogorov distance between the empirical spectral distribution of a d x d
@@ -31,23 +39,24 @@ from solvers.spectra import SpectrumPlan, run_spectrum_check
 pytestmark = pytest.mark.slow
 
 RECORD = Path(__file__).parent / "data" / "adam_spectra.json"
-KAPPAS = (0.5, 1.0, 2.0)
+#: name: (kappa, alpha, lam)
+CASES = {"k1": (1.0, 0.25, 0.05), "k2": (2.0, 0.25, 0.05), "k0.5_capped": (0.5, 0.4, 0.01)}
 _results: dict = {}
 
 
-def plan(kappa: float) -> SpectrumPlan:
-    problem = Problem(Task("linear", L=1, noise=0.1), WishartTarget(0.5), Learner(kappa, 0.05),
-                      alpha=0.25)
+def plan(kappa: float, alpha: float, lam: float) -> SpectrumPlan:
+    problem = Problem(Task("linear", L=1, noise=0.1), WishartTarget(0.5), Learner(kappa, lam),
+                      alpha=alpha)
     return SpectrumPlan(problem, (100, 150, 200), 1, "quantile", AdamOptions(lr=0.03, lr_min=1e-5))
 
 
-@pytest.mark.parametrize("kappa", KAPPAS)
-def test_trained_spectra_match_the_prediction(kappa, tmp_path):
+@pytest.mark.parametrize("name", list(CASES))
+def test_trained_spectra_match_the_prediction(name, tmp_path):
+    kappa = CASES[name][0]
     cache = os.environ.get("AMP_VALIDATION_CACHE")
-    out = Path(cache) / f"k{kappa:g}" if cache else tmp_path
-    s = run_spectrum_check(plan(kappa), out)
-    _results[f"kappa{kappa:g}"] = {k: s[k] for k in ("params", "predicted", "per_d", "runs",
-                                                    "all_converged")}
+    out = Path(cache) / name if cache else tmp_path
+    s = run_spectrum_check(plan(*CASES[name]), out)
+    _results[name] = {k: s[k] for k in ("params", "predicted", "per_d", "runs", "all_converged")}
     assert s["all_converged"]
     ks = {r["d"]: r for r in s["per_d"]}
     for d, r in ks.items():
@@ -57,4 +66,4 @@ def test_trained_spectra_match_the_prediction(kappa, tmp_path):
 
 
 def test_write_record():
-    write_record(_results, len(KAPPAS), RECORD)
+    write_record(_results, len(CASES), RECORD)
