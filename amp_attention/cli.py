@@ -1079,7 +1079,7 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     """``amp-attention thresholds``: alpha_interp and alpha_PR, optionally along a grid."""
     import dataclasses
 
-    from .spec import Learner, WishartTarget
+    from .spec import WishartTarget
 
     problem = problem_from_args(args)
     grids = [(name, vals) for name, vals in (("kappa", args.kappa_grid), ("kappa0", args.kappa0_grid),

@@ -19,7 +19,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
 from amp_attention.training import erm_statistics  # noqa: E402

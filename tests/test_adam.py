@@ -1,6 +1,5 @@
 """Adam / GD training of the tied-attention layer (issue 5, first increment)."""
 
-import math
 
 import numpy as np
 import pytest

@@ -9,7 +9,6 @@ against the interface and not against the production channel objects.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest

@@ -9,7 +9,6 @@ objective is multiplied by beta^2), so the softmax SE must converge to one
 beta-independent linear SE, with an error that shrinks like beta^2.
 """
 
-import pytest
 
 from amp_attention.channels.linear_outputs import LinearOutputChannel
 from amp_attention.spec import Learner, Problem, Task, WishartTarget

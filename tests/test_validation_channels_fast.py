@@ -17,7 +17,6 @@ of a 3-seed mean, the SE's own Monte-Carlo error, and a small allowance for
 import math
 
 import numpy as np
-import pytest
 
 from amp_attention.training import erm_statistics
 from solvers.state_evolution import MonteCarloOptions, solve_state_evolution

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 
 import numpy as np
+
+from recording import cached_json
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.training import erm_statistics
@@ -56,19 +57,8 @@ def problem_of(point) -> Problem:
 
 
 def _cached(key: str, compute):
-    """compute() once per key; JSON result kept in $AMP_VALIDATION_CACHE if set."""
-    root = os.environ.get("AMP_VALIDATION_CACHE")
-    if not root:
-        return compute()
-    path = Path(root) / f"channels_v2_{key}.json"  # v2: the protocol of this module
-    if path.exists():
-        return json.loads(path.read_text())
-    out = compute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(out))
-    os.replace(tmp, path)
-    return out
+    """compute() once per key, kept in $AMP_VALIDATION_CACHE (see recording.cached_json)."""
+    return cached_json("channels_v2_" + key, compute)
 
 
 def tolerance(theory: float, fit: dict, mc_stderr: float) -> float:

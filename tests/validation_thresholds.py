@@ -1,0 +1,114 @@
+"""Finite-d ERM around the SE thresholds (issue 6): shared definitions.
+
+The thresholds are lam -> 0+ statements, so the finite-d test uses two small
+lam: below alpha_interp the train error keeps shrinking with lam (the data are
+interpolated in the limit), above it the train error stays finite and barely
+moves; the mirror statement holds for the test error around alpha_PR at
+Delta = 0.  Per case, direct ERM (quantile target, tol 1e-9) at alpha =
+f * alpha_threshold for f in FACTORS, d in DS, SEEDS seeds, lam in LAMS; the
+statistic is the lam-ratio
+
+    rho(alpha) = e(lam = 1e-4) / e(lam = 1e-3)      (train error, resp. test error)
+
+averaged over seeds.  Criterion, fixed before the runs: below the threshold
+(interpolation: f <= 0.9; recovery: f >= 1.1) rho < 0.3, on the other side rho > 0.7
+and the error itself > 1e-3 -- i.e. the crossing lies in alpha_threshold * [0.9, 1.1]
+(a +-10 % finite-size allowance at d = 48 and 96; the transition width of a
+statistical-dimension threshold is O(1/d) in alpha).  The SE at the same lam gives
+rho on the same grid for comparison (recorded).
+
+Cached per ERM run in $AMP_VALIDATION_CACHE (resumable).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from recording import cached_json
+
+from amp_attention.spec import Learner, Problem, Task, WishartTarget
+from amp_attention.training import erm_statistics
+from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
+
+RECORD = Path(__file__).parent / "data" / "thresholds_finite_size.json"
+FACTORS = (0.8, 0.9, 1.1, 1.25)
+DS = (48, 96)
+SEEDS = 2
+LAMS = (1e-3, 1e-4)
+MC = MonteCarloOptions(12, 4)
+
+#: name: (channel, L, noise_at, noise, kappa0, kappa, kind)
+CASES = {
+    "linear_interp_k1": ("linear", 1, "output", 0.5, 0.5, 1.0, "interpolation"),
+    "linear_interp_k0.5": ("linear", 1, "output", 0.5, 0.5, 0.5, "interpolation"),
+    "linear_pr_k1": ("linear", 1, "output", 0.0, 0.3, 1.0, "perfect_recovery"),
+    "linear_pr_k0.5": ("linear", 1, "output", 0.0, 0.3, 0.5, "perfect_recovery"),
+    "softmax_interp_k1": ("softmax", 2, "logit", 0.5, 0.5, 1.0, "interpolation"),
+    "softmax_interp_k0.5": ("softmax", 2, "logit", 0.5, 0.5, 0.5, "interpolation"),
+    "softmax_pr_k1": ("softmax", 2, "output", 0.0, 0.3, 1.0, "perfect_recovery"),
+    "softmax_pr_k0.5": ("softmax", 2, "output", 0.0, 0.3, 0.5, "perfect_recovery"),
+}
+
+
+def problem_of(name: str, alpha: float = 0.5, lam: float = 1e-3) -> Problem:
+    ch, L, at, noise, kappa0, kappa, _ = CASES[name]
+    return Problem(Task(ch, L=L, beta=1.0, noise=noise, noise_at=at), WishartTarget(kappa0),
+                   Learner(kappa, lam), alpha=alpha)
+
+
+def threshold_of(name: str) -> float:
+    fun = interpolation_threshold if CASES[name][-1] == "interpolation" else perfect_recovery_threshold
+    return fun(problem_of(name)).alpha
+
+
+def quantity_of(name: str) -> str:
+    return "train_error" if CASES[name][-1] == "interpolation" else "test_error"
+
+
+def _cached(key: str, compute):
+    """compute() once per key, kept in $AMP_VALIDATION_CACHE (see recording.cached_json)."""
+    return cached_json("thresholds_" + key, compute)
+
+
+def run_case(name: str) -> dict:
+    a_c = threshold_of(name)
+    q = quantity_of(name)
+    rows = []
+    for f in FACTORS:
+        for d in DS:
+            for s in range(SEEDS):
+                vals = {}
+                for lam in LAMS:
+                    def erm(f=f, d=d, s=s, lam=lam):
+                        st = erm_statistics(problem_of(name, f * a_c, lam), d, [s],
+                                            target_spectrum="quantile", keep_matrix=False)
+                        r = st["results"][0]
+                        return {q: getattr(r, q), "converged": bool(st["all_converged"])}
+                    vals[lam] = _cached(f"{name}_f{f}_d{d}_s{s}_lam{lam:g}", erm)
+                rows.append({"factor": f, "d": d, "seed": s,
+                             **{f"{q}_lam{lam:g}": vals[lam][q] for lam in LAMS},
+                             "converged": all(v["converged"] for v in vals.values())})
+    se = {}
+    for f in FACTORS:
+        se[str(f)] = {}
+        for lam in LAMS:
+            r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
+            se[str(f)][f"{lam:g}"] = getattr(r, q) if r.converged else None
+    summary = []
+    for f in FACTORS:
+        for d in DS:
+            sel = [r for r in rows if r["factor"] == f and r["d"] == d]
+            e1 = float(np.mean([r[f"{q}_lam{LAMS[0]:g}"] for r in sel]))
+            e2 = float(np.mean([r[f"{q}_lam{LAMS[1]:g}"] for r in sel]))
+            summary.append({"factor": f, "d": d, "error_lam1": e1, "error_lam2": e2,
+                            "ratio": e2 / e1 if e1 > 0 else float("nan")})
+    return {"name": name, "case": CASES[name], "threshold": a_c, "quantity": q,
+            "rows": rows, "summary": summary, "se": se}
+
+
+def below(name: str, factor: float) -> bool:
+    """Is alpha = factor * threshold on the 'error -> 0' side?"""
+    return factor < 1.0 if CASES[name][-1] == "interpolation" else factor > 1.0
