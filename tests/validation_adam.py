@@ -69,3 +69,25 @@ def deviations(summary: dict) -> list[dict]:
                          "stderr": inf[q + "_stderr"],
                          "relative": (inf[q] - th[q]) / abs(th[q])})
     return rows
+
+
+def markdown_table(record: dict) -> str:
+    """The docs/validation.md table: per plan, alpha and quantity, SE vs the extrapolation."""
+    lines = ["| plan | alpha | quantity | SE | Adam, largest d | Adam, d -> inf | rel. dev. | z |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in sorted(record):
+        s = record[name]
+        d_max = str(max(s["params"]["ds"]))
+        for row in deviations(s):
+            big = next(r for r in s["table"] if r["alpha"] == row["alpha"] and r["d"] == d_max)
+            z = (row["extrapolated"] - row["theory"]) / row["stderr"] if row["stderr"] > 0 else float("nan")
+            lines.append(f"| {name} | {row['alpha']:g} | {row['quantity']} | {row['theory']:.5f} | "
+                         f"{big[row['quantity']]:.5f} (d={d_max}) | {row['extrapolated']:.5f} +- "
+                         f"{row['stderr']:.5f} | {100 * row['relative']:+.1f}% | {z:+.1f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(markdown_table(json.loads(RECORD.read_text())))
