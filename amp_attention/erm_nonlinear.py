@@ -579,7 +579,13 @@ def population_error(
 
     Tokens (n_test, L, d) are drawn at once from default_rng([seed, 0x7E57]), then
     the test labels chunk by chunk; h is formed per chunk to bound memory.
+    A channel with an exact ``population_error(S0, S)`` (linear) is not sampled:
+    its clean error is exact (standard error 0) and the noisy one adds K Delta.
     """
+    exact = getattr(channel, "population_error", None)
+    if exact is not None:
+        clean = exact(S0, S)
+        return clean, 0.0, clean + channel.K * channel.noise
     d = S0.shape[0]
     rng = np.random.default_rng([seed, TEST_SEED_TAG])
     X = sample_tokens(n_test, L, d, rng)

@@ -316,3 +316,29 @@ def test_bad_input() -> None:
         direct_erm_channel(_problem("seq2lab"), 8, 0, channel=RefSeq2Lab(2, 1.0, 0.1), data=data)
     with pytest.raises(ValueError, match="target_spectrum"):
         generate_channel_dataset(prob, 8, 0, ch, target_spectrum="exact")
+
+
+@pytest.mark.parametrize("L", [1, 3])
+def test_linear_population_error_is_exact_and_matches_sampling(L: int) -> None:
+    """The linear channel's closed-form test error against a 400k-sample Monte-Carlo
+    estimate of the same expectation (a wrapper hides the closed form)."""
+    from amp_attention.erm_nonlinear import population_error
+
+    rng = np.random.default_rng(0)
+    d = 20
+    ch = channel_for(Task("linear", L=L, noise=0.3))
+    A, B = rng.standard_normal((d, d)), rng.standard_normal((d, d))
+    S0, S = A @ A.T / d, B @ B.T / d
+    exact, se, noisy = population_error(ch, S0, S, 1000, L, 0)
+    assert se == 0.0 and noisy == pytest.approx(exact + ch.K * 0.3)
+
+    class Sampled:
+        def outputs(self, H):
+            return ch.outputs(H)
+
+        def sample_labels(self, H, rng):
+            return ch.sample_labels(H, rng)
+
+    mc, mc_se, mc_noisy = population_error(Sampled(), S0, S, 400_000, L, 1)
+    assert abs(mc - exact) <= 4 * mc_se
+    assert abs(mc_noisy - noisy) <= 4 * mc_se + 0.01 * noisy

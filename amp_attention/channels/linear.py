@@ -73,6 +73,13 @@ class LinearChannel:
         return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
 
     # ------------------------------------------------------------- finite size
+    def population_error(self, S0: np.ndarray, S: np.ndarray) -> float:
+        """Exact clean test error E||h(S0) - h(S)||^2 over the K outputs for Gaussian
+        tokens: Var(x^T D x) = 2 ||D||_F^2, E(x_a^T D x_b)^2 = ||D||_F^2 (a != b), so
+        it is sum_k 2 c_k ||S - S0||_F^2 / d (THEORY 4: e_test = sum_k 2 c_k E)."""
+        D = np.asarray(S, dtype=float) - np.asarray(S0, dtype=float)
+        return float(np.sum(2.0 * self.c)) * float(np.sum(D * D)) / D.shape[0]
+
     def prox(self, y: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
         """uhat = argmin_u sum_k c_k (y_k - u_k)^2 + ||u - omega||^2/(2V); arrays (n, K)."""
         return (omega + 2.0 * self.c * V * y) / (1.0 + 2.0 * self.c * V)
