@@ -1351,6 +1351,11 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
     try:
         return int(args.func(args))
+    except KeyboardInterrupt:
+        # resumable commands (validate, spectrum, phase-diagram) have saved every finished run
+        print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # e.g. `amp-attention se --json | head -c 100`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
