@@ -402,6 +402,10 @@ def _add_validate_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--seeds", type=int, nargs="+", default=[3], metavar="S",
                    help="seeds per (alpha, d): one count, or one per alpha of --alphas (noisy "
                         "points need more) (default: 3)")
+    g.add_argument("--seed-scaling", choices=("constant", "equal-precision"), default="constant",
+                   help="constant: --seeds at every d; equal-precision: --seeds at the largest "
+                        "d and (d_max/d)^2 times as many at smaller d, so every d has about the "
+                        "same standard error (cheap: small d cost little) (default: constant)")
     g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="quantile",
                    help="target eigenvalues (default: quantile, the small-spread choice for "
                         "theory checks)")
@@ -986,7 +990,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         adam = AdamOptions(lr=args.lr, batch_size=args.batch_size)
         seeds = args.seeds[0] if len(args.seeds) == 1 else tuple(args.seeds)
         plan = ValidationPlan(problem, tuple(args.alphas), tuple(args.d), seeds,
-                              args.target_spectrum, adam, _mc_options(args))
+                              args.target_spectrum, adam, _mc_options(args),
+                              seed_scaling=args.seed_scaling)
     except ValueError as exc:
         raise _flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",
                                 "ds": "--d", "seeds": "--seeds"}) from None

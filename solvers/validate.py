@@ -34,13 +34,18 @@ from .runstore import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 QUANTITIES = ("test_error", "train_error", "matrix_mse")
+SEED_SCALINGS = ("constant", "equal-precision")
 
 
 @dataclass(frozen=True)
 class ValidationPlan:
     """What to run: ``problem`` (its alpha is replaced by each grid value), the
     grid ``alphas``, dimensions ``ds``, ``seeds`` per (alpha, d) (one count, or one
-    count per alpha: points with a larger seed-to-seed spread need more), the target
+    count per alpha: points with a larger seed-to-seed spread need more) at the largest
+    d; ``seed_scaling="equal-precision"`` multiplies them by (d_max/d)^2 at smaller d
+    (rounded up): the seed spread of these statistics shrinks like 1/d, so every d
+    then has about the same standard error, at a cost dominated by d_max; this
+    takes the noise of the small-d points out of the extrapolated value.  The target
     spectrum, Adam options, the SE's Monte-Carlo options (non-linear channels)
     and the number of points of the theory curve."""
 
@@ -52,6 +57,7 @@ class ValidationPlan:
     adam: AdamOptions = AdamOptions()
     mc: MonteCarloOptions | None = None
     theory_points: int = 25
+    seed_scaling: str = "constant"
 
     def __post_init__(self) -> None:
         if not self.alphas or any(not (math.isfinite(a) and a > 0) for a in self.alphas):
@@ -66,16 +72,20 @@ class ValidationPlan:
             object.__setattr__(self, "seeds", tuple(int(c) for c in counts))
         if any(isinstance(c, bool) or int(c) != c or c < 1 for c in counts):
             raise ValueError(f"seeds must be integers >= 1, got {self.seeds!r}")
+        if self.seed_scaling not in SEED_SCALINGS:
+            raise ValueError(f"seed_scaling must be one of {', '.join(SEED_SCALINGS)}, "
+                             f"got {self.seed_scaling!r}")
 
-    def seeds_at(self, alpha: float) -> int:
-        """Number of seeds at sample ratio ``alpha``."""
-        if isinstance(self.seeds, tuple):
-            return self.seeds[self.alphas.index(alpha)]
-        return int(self.seeds)
+    def seeds_at(self, alpha: float, d: int | None = None) -> int:
+        """Number of seeds at sample ratio ``alpha`` and dimension ``d`` (default: d_max)."""
+        base = self.seeds[self.alphas.index(alpha)] if isinstance(self.seeds, tuple) else int(self.seeds)
+        if d is None or self.seed_scaling == "constant":
+            return base
+        return int(math.ceil(base * (max(self.ds) / d) ** 2 - 1e-9))
 
     def runs(self) -> list[tuple[float, int, int]]:
         """Every (alpha, d, seed) of the plan."""
-        return [(a, d, s) for a in self.alphas for d in self.ds for s in range(self.seeds_at(a))]
+        return [(a, d, s) for a in self.alphas for d in self.ds for s in range(self.seeds_at(a, d))]
         if int(self.theory_points) != self.theory_points or self.theory_points < 2:
             raise ValueError(f"theory_points must be an integer >= 2, got {self.theory_points!r}")
 
@@ -118,6 +128,7 @@ def run_validation(
     summary = {"params": {**plan.problem.to_dict(), "alphas": list(plan.alphas),
                           "ds": list(plan.ds), "seeds": (list(plan.seeds) if isinstance(plan.seeds, tuple)
                                                else plan.seeds),
+                          "seed_scaling": plan.seed_scaling,
                           "target_spectrum": plan.target_spectrum,
                           "adam": dataclasses.asdict(plan.adam)},
                "theory": theory, "table": table, "fits": fits, "trained": len(todo),

@@ -58,3 +58,14 @@ def test_per_alpha_seed_counts(tmp_path):
     assert s["trained"] == 8 and s["params"]["seeds"] == [3, 1]
     n = {(r["alpha"], r["d"]): r["n_seeds"] for r in s["table"]}
     assert n[(0.3, "12")] == 3 and n[(0.6, "16")] == 1 and n[(0.3, "inf")] == 6
+
+
+def test_equal_precision_seed_scaling():
+    plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(12, 24), seeds=(2, 1),
+                          seed_scaling="equal-precision")
+    # (24/12)^2 = 4 times the seeds at d = 12
+    assert [plan.seeds_at(0.3, d) for d in (12, 24)] == [8, 2]
+    assert [plan.seeds_at(0.6, d) for d in (12, 24)] == [4, 1]
+    assert len(plan.runs()) == 8 + 2 + 4 + 1
+    with pytest.raises(ValueError, match="seed_scaling"):
+        ValidationPlan(PLAN.problem, alphas=(0.3,), ds=(12,), seed_scaling="linear")

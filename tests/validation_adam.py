@@ -5,10 +5,13 @@ L = 2 with Delta = 0.1; kappa0 = 0.5 (quantile target), beta = 1, kappa = 1
 (factorised W, weight decay as in THEORY 2); lam in {0.05, 0.2}; alpha in
 {0.25, 0.5, 0.75, 1}; Adam (lr 0.03, full batch, reduce-on-plateau to lr 1e-7:
 the settings of ``amp-attention validate``) at d in {48, 64, 96, 128} (linear)
-or {48, 64, 96} (softmax); seeds: linear 4 per (alpha, d), 8 at alpha = 0.25
-(next to its interpolation peak, where the seed spread is largest); softmax 8
-(with 4 the seed spread of its test error, 2-4 % at d = 96, made the
-extrapolated value uncertain by ~5 %, as large as the tolerance).
+or {48, 64, 96} (softmax); seeds at the largest d: linear 4, 8 at alpha = 0.25
+(next to its interpolation peak, where the seed spread is largest); softmax 8;
+at smaller d (d_max/d)^2 times as many (``seed_scaling="equal-precision"``), so
+that every d has about the same standard error.  With 4 seeds at every d the
+small-d points' spread made the extrapolated value uncertain by 2.5-5 %, as
+large as the tolerance (a first pass failed 2 of 32 comparisons at 2.3 standard
+errors while the largest d was within 1 %).
 The linear channel's test error is exact (sum_k 2 c_k ||S - S0||_F^2/d); the
 softmax one is measured on max(n, 20000) fresh samples.  Per alpha the train
 and test errors are fitted as a + b/d (variance exponent estimated from the
@@ -24,7 +27,8 @@ an a + b/d fit on d <= 128 is biased there; docs/validation.md records it.
 Each plan is exactly what
 
     amp-attention validate --channel CH --L L --kappa0 0.5 --beta 1 --noise DELTA \
-        --lam LAM --alphas 0.25 0.5 0.75 1 --d DS --seeds S --out DIR/NAME
+        --lam LAM --alphas 0.25 0.5 0.75 1 --d DS --seeds S --seed-scaling equal-precision \
+        --out DIR/NAME
 
 runs (linear: DELTA = 0.5, DS = 48 64 96 128, S = 8 4 4 4, NAME = linear_D0.5_lamLAM;
 softmax: DELTA = 0.1, DS = 48 64 96, S = 8, NAME = softmax_lamLAM), so runs made
@@ -53,7 +57,7 @@ PLANS = {
         Problem(Task(ch, L=L, beta=1.0, noise=NOISE[ch]), WishartTarget(0.5), Learner(1.0, lam),
                 alpha=0.5),
         ALPHAS, DS[ch], SEEDS[ch], "quantile", AdamOptions(lr=0.03),
-        MonteCarloOptions() if ch != "linear" else None)
+        MonteCarloOptions() if ch != "linear" else None, seed_scaling="equal-precision")
     for ch, L in (("linear", 1), ("softmax", 2)) for lam in (0.05, 0.2)
 }
 
