@@ -119,7 +119,9 @@ class MarchenkoPasturMeasure(SpectralMeasure):
         a, c = self.scale, self.c
         z = _upper(np.asarray(w) / a)
         G, R = self._g_mu_and_root(z)
-        np_err = np.seterr(divide="ignore", invalid="ignore")
+        # At a support edge R = 0 and G', G'' are infinite (square-root edge):
+        # inf is the right value there, so the overflow is not reported.
+        np_err = np.seterr(divide="ignore", invalid="ignore", over="ignore")
         # Implicit differentiation of c z G^2 - (z - 1 + c) G + 1 = 0:
         # G' = (G - c G^2) / D with D = 2 c z G - (z - 1 + c) = -R exactly on the
         # physical branch, which keeps G' accurate next to the edges l_pm.
