@@ -133,15 +133,20 @@ def _density_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None, xlabe
                    color: str) -> None:
     ax.plot(x, rho, "-", color=color, lw=1.6, label="continuous part")
     ax.fill_between(x, rho, color=color, alpha=0.15)
-    if atom is not None and atom > 0:
-        top = float(np.max(rho)) if rho.size else 1.0
-        ax.vlines(0.0, 0.0, top, colors="k", lw=2.5)
-        ax.plot([0.0], [top], "v", color="k", ms=6, label=f"atom at 0, mass {atom:.3f}")
+    atom_label = f"atom at 0, mass {atom:.3f}" if atom is not None and atom > 0 else None
+    _atom_and_axes(ax, float(np.max(rho)) if rho.size else 1.0, atom_label, xlabel, 8)
+
+
+def _atom_and_axes(ax, height: float, atom_label: str | None, xlabel: str, fontsize: int) -> None:
+    """The atom at 0 as a stem of ``height`` (when labelled) and the density-axis styling."""
+    if atom_label is not None:
+        ax.vlines(0.0, 0.0, height, colors="k", lw=2.5)
+        ax.plot([0.0], [height], "v", color="k", ms=6, label=atom_label)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
     ax.set_ylim(bottom=0.0)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=fontsize)
 
 
 def plot_spectrum_overlay(
@@ -218,15 +223,9 @@ def _overlay_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None,
                 color="0.6", alpha=0.6, label=f"Adam, d = {d} ({len(samples)} seed(s))")
     ax.plot(x, rho, "-", color=color, lw=1.8, label="SE prediction")
     peak = max(float(np.max(rho)) if rho.size else 1.0, 1e-12)
-    if atom is not None and (atom > 0 or zero_frac > 0):
-        ax.vlines(0.0, 0.0, peak, colors="k", lw=2.5)
-        ax.plot([0.0], [peak], "v", color="k", ms=6,
-                label=f"atom at 0: SE {atom:.3f}, Adam {zero_frac:.3f}")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("density")
-    ax.set_ylim(bottom=0.0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    atom_label = (f"atom at 0: SE {atom:.3f}, Adam {zero_frac:.3f}"
+                  if atom is not None and (atom > 0 or zero_frac > 0) else None)
+    _atom_and_axes(ax, peak, atom_label, xlabel, 7)
 
 
 def plot_phase_diagram(

@@ -19,16 +19,15 @@ reported.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from amp_attention.denoisers import Frobenius, denoiser_for
-from amp_attention.freeprob import SemicircleFreeConvolution
+from amp_attention.denoisers import denoiser_for
 from amp_attention.spec import PowerLawTarget, Problem, SpikedTarget
 from amp_attention.targets import DiscreteMeasure, SpectralMeasure, target_measure
 
+from .spectra import PredictedSpectrum
 from .state_evolution import SEResult
 
 
@@ -75,16 +74,11 @@ def predict_outliers(problem: Problem, result: SEResult, *, max_modes: int = 40)
     (spiked target: every spike; power law: the ``max_modes`` largest eigenvalues)."""
     mh, qh, Vh = result.m_hat, result.q_hat, result.V_hat
     den = denoiser_for(problem.learner)
-    lam = problem.learner.lam
-    if isinstance(den, Frobenius):
-        def f(z: float) -> float:
-            return z / (Vh + 2.0 * lam)
-    else:
-        law = SemicircleFreeConvolution(target_measure(problem.target).scaled(mh), qh)
-        cut = den.cutoff(law)
+    cutoff = PredictedSpectrum.from_se(problem, result).cutoff
 
-        def f(z: float) -> float:
-            return max(z - 2.0 * lam, 0.0) / Vh if z >= cut else 0.0
+    def f(z: float) -> float:
+        return float(den.spectral_function(np.array([z]), Vh, cutoff)[0])
+
     out = []
     for k, (s, rest) in enumerate(_candidates(problem, max_modes)):
         theta = mh * s
@@ -119,13 +113,3 @@ def measured_outliers(S: np.ndarray, S0: np.ndarray, n_modes: int) -> list[dict]
                      "eigenvalue": float(ev[-1 - k]), "cos2": float(np.dot(u, u0) ** 2)})
     return rows
 
-
-def bulk_edge(problem: Problem, result: SEResult) -> float:
-    """Top edge of Shat's bulk: f at the top edge of rho_B (the spectrum without outliers)."""
-    law = SemicircleFreeConvolution(target_measure(problem.target).scaled(result.m_hat),
-                                    result.q_hat)
-    x = float(law.intervals_x[-1, 1])
-    lam = problem.learner.lam
-    if isinstance(denoiser_for(problem.learner), Frobenius):
-        return x / (result.V_hat + 2.0 * lam)
-    return max(x - 2.0 * lam, 0.0) / result.V_hat if math.isfinite(x) else math.nan

@@ -150,10 +150,6 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     return computed
 
 
-def _local_executor(workers: int) -> cf.Executor:
-    return cf.ProcessPoolExecutor(max_workers=workers)
-
-
 def run_phase_diagram(
     plan: PhaseDiagramPlan,
     out: Path,
@@ -192,7 +188,7 @@ def run_phase_diagram(
                 computed += c
         else:
             own = executor is None
-            ex = _local_executor(workers) if own else executor
+            ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
             try:
                 futures = [ex.submit(run_sweep, plan, str(out), j, dr) for j, dr in tasks]
                 stream = cf.as_completed(futures)

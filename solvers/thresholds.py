@@ -163,9 +163,10 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     if F(lo) >= 0:
         lo = 1e-8
     sigma = brentq(F, lo, hi, xtol=1e-13, rtol=1e-12, maxiter=200)
-    delta, _ = _projection_stats(problem, sigma)
+    delta, E = _projection_stats(problem, sigma)
+    residual = abs(sigma * sigma * delta - E - N / r)
     return ThresholdResult("interpolation", delta / (2.0 * r), sigma, 0.0, r, N, method, True,
-                           "converged", abs(F(sigma)))
+                           "converged", residual)
 
 
 def recovery_mse_ratio(problem: Problem, tau: float, sigma: float = 1e-3) -> float:
