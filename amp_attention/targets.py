@@ -216,17 +216,18 @@ class DiscreteMeasure(SpectralMeasure):
         return f"DiscreteMeasure({self.points.size} atoms)"
 
     def stieltjes(self, w):
+        from ._subordination_kernels import discrete_stieltjes
+
         w = np.asarray(w, dtype=complex)
-        return np.sum(self.weights / (w[..., None] - self.points), axis=-1)
+        G, _, _ = discrete_stieltjes(np.ascontiguousarray(w.ravel()), self.points, self.weights, False)
+        return G.reshape(w.shape)
 
     def stieltjes_derivatives(self, w):
+        from ._subordination_kernels import discrete_stieltjes
+
         w = np.asarray(w, dtype=complex)
-        r = 1.0 / (w[..., None] - self.points)
-        r2 = r * r
-        G = np.sum(self.weights * r, axis=-1)
-        G1 = -np.sum(self.weights * r2, axis=-1)
-        G2 = 2.0 * np.sum(self.weights * r2 * r, axis=-1)
-        return G, G1, G2
+        G, G1, G2 = discrete_stieltjes(np.ascontiguousarray(w.ravel()), self.points, self.weights, True)
+        return G.reshape(w.shape), G1.reshape(w.shape), G2.reshape(w.shape)
 
     def phi(self, u, t):
         u = np.asarray(u, dtype=float)

@@ -118,3 +118,29 @@ def test_density_matches_sampled_random_matrices():
     cdf = np.array([1 - law.mass_above(x) for x in probes])
     emp = np.searchsorted(ev, probes, side="right") / d
     assert np.max(np.abs(cdf - emp)) < 0.01
+
+
+def test_discrete_stieltjes_kernel_matches_the_partial_fraction_sums():
+    rng = np.random.default_rng(3)
+    nu = DiscreteMeasure(rng.gamma(2.0, size=60), rng.uniform(0.5, 1.5, size=60))
+    w = rng.normal(size=(5, 4)) * 3 + 1j * np.abs(rng.normal(size=(5, 4)))
+    w[0, 0] = 2.5 + 0.0j                      # on the real axis, off the atoms
+    r = 1.0 / (w[..., None] - nu.points)
+    G, G1, G2 = nu.stieltjes_derivatives(w)
+    for got, want in ((G, np.sum(nu.weights * r, -1)), (G1, -np.sum(nu.weights * r**2, -1)),
+                      (G2, 2 * np.sum(nu.weights * r**3, -1))):
+        assert got.shape == w.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(nu.stieltjes(w), G)
+
+
+def test_warm_started_subordination_solve_equals_the_cold_solve():
+    # solve_v warm-starts Newton from the previous node; each node's answer must
+    # not depend on its neighbours.
+    s = np.arange(1, 201, dtype=float) ** -1.0
+    nu = DiscreteMeasure(s * 10.0)
+    fc = SemicircleFreeConvolution(nu, 0.3)
+    u = fc.rule_from_panels(fc._panels(), 8).u
+    warm = nu.solve_v(u, 0.3)
+    cold = np.array([nu.solve_v(np.array([x]), 0.3)[0] for x in u])
+    np.testing.assert_allclose(warm, cold, rtol=1e-12, atol=1e-300)
