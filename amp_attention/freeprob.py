@@ -189,8 +189,11 @@ class SemicircleFreeConvolution:
                     edges_hi.append(a)
                     edges_lo.append(b)
                     breaks.append([])
-                elif self.qh * self._phi0(umin[j]) > 0.25:
-                    # Nearly split: v(u) dips towards 0 here; break the panel.
+                elif self.qh * self._phi0(umin[j]) < 4.0:
+                    # Nearly split: v(umin) ~ (gap/2) sqrt(qh phi0(umin) - 1) is small
+                    # against the gap, so w(u) passes close to the axis here; break
+                    # the panel.  Elsewhere (dense atoms, qh phi0 >> 1) the curve
+                    # stays far above the atoms and one panel spans many of them.
                     breaks[-1].append(umin[j])
         if comps[-1, 1] > comps[-1, 0]:
             breaks[-1].extend([comps[-1, 0], comps[-1, 1]])

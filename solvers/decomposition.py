@@ -218,8 +218,8 @@ def outlier_structure(problem: Problem, result: SEResult) -> OutlierStructure:
     pred = PredictedSpectrum.from_se(problem, result)
     law = pred.law
     iv = law.intervals_x
-    above = np.array([law.mass_above(float(lo)) for lo in iv[:, 0]] + [0.0])
-    masses = above[:-1] - above[1:]
+    lo, hi = iv[:, :1], iv[:, 1:]
+    masses, _, _ = law.integrate(lambda r: ((r.x >= lo) & (r.x <= hi)).astype(float))
     main = int(np.argmax(masses))
     edge = float(iv[main, 1])
     count = 0
