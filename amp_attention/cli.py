@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -296,6 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_spectrum_parser(sub, problem)
     _add_thresholds_parser(sub, problem)
     _add_phase_diagram_parser(sub, problem)
+    _add_scaling_parser(sub, problem)
     _add_quickstart_parser(sub)
     return parser
 
@@ -539,6 +541,50 @@ def _add_phase_diagram_parser(sub, problem: argparse.ArgumentParser) -> None:
                         "(default: ./amp-attention-phase-diagram)")
     _add_mc_group(pd)
     pd.set_defaults(func=cmd_phase_diagram)
+
+
+SCALING_DESCRIPTION = f"""\
+Scaling law of a power-law target s_k ~ k^-gamma (--gamma; deterministic
+equivalent with the exact list of --target-d eigenvalues, THEORY 8): the SE is
+solved along a log-spaced alpha grid with warm starts, lam following
+lam(alpha) = --lam * (alpha/alpha_0)^(-LAM_EXPONENT) (lam ~ n^-LAM_EXPONENT at
+fixed d; alpha_0 the first grid point).  Per point: test/train error, matrix
+MSE, the number k* of recovered target modes (outliers of Shat above the main
+bulk) and the four-way decomposition E_over + E_under + E_approx + E_mismatch =
+matrix MSE (THEORY 7).  The excess error e_test - e_0 is fitted as A n^-f in
+log-log coordinates (e_0 from --e0, or fitted with --e0 fit) with a confidence
+interval from the residuals, and compared with f_pred = a (2 gamma - 1) from
+the fitted k* ~ n^a (E_under ~ sum_(k > k*) s_k^2) and with the noise-limited
+value 1 - 1/(2 gamma).  Every finished point is saved under OUT/points/ (a
+rerun resumes).  Writes OUT/scaling.csv, OUT/scaling.json (parameters, rows,
+fits) and OUT/scaling.png (log-log error with the fit, the stacked
+decomposition, the k* staircase).
+
+{MODEL}"""
+
+
+def _add_scaling_parser(sub, problem: argparse.ArgumentParser) -> None:
+    sc = sub.add_parser("scaling", parents=[problem], formatter_class=_Formatter,
+                        help="power-law target: e_test over decades of n, k* staircase, "
+                             "decomposition, fitted vs predicted exponent",
+                        description=SCALING_DESCRIPTION)
+    g = sc.add_argument_group("scaling")
+    g.add_argument("--alpha-range", type=float, nargs=3, default=[0.5, 50.0, 40],
+                   metavar=("LO", "HI", "N"),
+                   help="N log-spaced alpha = n/d^2 from LO to HI (default: 0.5 50 40)")
+    g.add_argument("--lam-exponent", type=float, default=0.0, metavar="ELL",
+                   help="lam(alpha) = lam (alpha/LO)^-ELL, in [0, 2] (default: 0, fixed lam)")
+    g.add_argument("--tol", type=float, default=1e-10,
+                   help="relative residual of each SE fixed point (default: 1e-10)")
+    g.add_argument("--max-iter", type=int, default=200, help="SE iterations per point (default: 200)")
+    g.add_argument("--e0", default="0", metavar="E0",
+                   help="saturation value e_0 subtracted before the log-log fit: a number, "
+                        "or 'fit' (default: 0)")
+    g.add_argument("--out", default="amp-attention-scaling", metavar="DIR",
+                   help="output directory; rerunning with the same DIR resumes "
+                        "(default: ./amp-attention-scaling)")
+    _add_mc_group(sc)
+    sc.set_defaults(func=cmd_scaling)
 
 
 def _add_quickstart_parser(sub) -> None:
@@ -1209,6 +1255,96 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
           f"alpha_PR = {thresholds['alpha_PR']}")
     print(f"wrote {out / 'phase_diagram.npz'}, .json and .png", file=sys.stderr)
     return EXIT_OK if meta["n_converged"] == meta["n_points"] else EXIT_NOT_CONVERGED
+
+
+def cmd_scaling(args: argparse.Namespace) -> int:
+    """``amp-attention scaling``: SE along log alpha for a power-law target, fits, figure."""
+    import numpy as np
+
+    from solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,
+                                 recovered_mode_exponent, recovery_alphas, run_scaling)
+
+    from . import plotting
+
+    # The target is always a power law here.  (Not via set_defaults: the problem
+    # flags' actions are shared by every subcommand, so that would change theirs.)
+    if args.target != "wishart" and args.target != "powerlaw":
+        raise CLIError(f"argument --target: scaling needs --target powerlaw (got {args.target})")
+    args.target = "powerlaw"
+    problem = problem_from_args(args)
+    lo, hi, n_pts = args.alpha_range
+    if not (0 < lo < hi and n_pts == int(n_pts) and n_pts >= 3):
+        raise CLIError(f"argument --alpha-range: needs 0 < LO < HI and an integer N >= 3, "
+                       f"got {lo:g} {hi:g} {n_pts:g}")
+    alphas = tuple(float(a) for a in np.geomspace(lo, hi, int(n_pts)))
+    if args.e0 == "fit":
+        e0 = None
+    else:
+        try:
+            e0 = float(args.e0)
+        except ValueError:
+            raise CLIError(f"argument --e0: a number >= 0 or 'fit', got {args.e0!r}") from None
+        if not (math.isfinite(e0) and e0 >= 0):
+            raise CLIError(f"argument --e0: a number >= 0 or 'fit', got {args.e0!r}")
+    try:
+        plan = ScalingPlan(problem, alphas, args.lam_exponent,
+                           _mc_options(args) if problem.task.channel != "linear" else None,
+                           args.tol, args.max_iter)
+    except ValueError as exc:
+        raise _flag_error(exc, {"lam_exponent": "--lam-exponent", "alphas": "--alpha-range",
+                                "tol": "--tol", "max_iter": "--max-iter"}) from None
+    out = _prepare_path(Path(args.out) / "scaling.json").parent
+    rows = run_scaling(plan, out, wrap=lambda todo: _progress(todo, desc="alpha"))
+    ok = [r for r in rows if r["converged"]]
+    gamma = problem.target.gamma
+    fits: dict = {"e_test": None, "k_star": None, "noise_limited_exponent": None, "errors": []}
+    if len(ok) >= 3:
+        try:
+            fits["e_test"] = dataclasses.asdict(fit_power_law([r["n"] for r in ok],
+                                                              [r["test_error"] for r in ok], e0))
+        except ValueError as exc:
+            fits["errors"].append(f"e_test fit: {exc}")
+        try:
+            fits["k_star"] = recovered_mode_exponent([r["n"] for r in ok], [r["k_star"] for r in ok], gamma)
+        except ValueError as exc:
+            fits["errors"].append(f"k* fit: {exc}")
+    if gamma > 0.5:
+        fits["noise_limited_exponent"] = noise_limited_exponent(gamma)
+    fits["recovery_alpha"] = {str(k): a for k, a in recovery_alphas(rows).items()}
+    params = {**problem.to_dict(), "alphas": list(alphas), "lam_exponent": args.lam_exponent,
+              "e0": args.e0}
+    from solvers.runstore import atomic_write_json
+
+    atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
+    cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
+            "E_over", "E_under", "E_approx", "E_mismatch"]
+    with open(out / "scaling.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        for r in rows:
+            dec = r.get("decomposition") or {}
+            w.writerow([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"], r["train_error"],
+                        r["matrix_mse"], r.get("k_star"),
+                        *(dec.get(t) for t in ("over", "under", "approx", "mismatch"))])
+    plotting.plot_scaling(rows, fits, out / "scaling.png",
+                          title=f"{problem.task.channel} L={problem.task.L}, gamma={gamma:g}, "
+                                f"d={problem.target.d}, lam={problem.learner.lam:g}"
+                                f" (alpha/{lo:g})^-{args.lam_exponent:g}, Delta={problem.task.noise:g}")
+    fe, fk = fits["e_test"], fits["k_star"]
+    print(f"{len(ok)}/{len(rows)} points converged; k* from {ok[0]['k_star'] if ok else '-'} "
+          f"to {ok[-1]['k_star'] if ok else '-'}")
+    if fe:
+        print(f"fitted exponent of e_test - e0 (e0 = {fe['e0']:.4g}): f = {fe['exponent']:.4f} "
+              f"[{fe['ci_low']:.4f}, {fe['ci_high']:.4f}] ({100 * fe['level']:g}% CI)")
+    if fk:
+        print(f"k* ~ n^a, a = {fk['a']:.4f}: predicted f = a (2 gamma - 1) = {fk['exponent']:.4f} "
+              f"[{fk['exponent_ci'][0]:.4f}, {fk['exponent_ci'][1]:.4f}]")
+    if fits["noise_limited_exponent"] is not None:
+        print(f"noise-limited prediction 1 - 1/(2 gamma) = {fits['noise_limited_exponent']:.4f}")
+    for e in fits["errors"]:
+        print(e, file=sys.stderr)
+    print(f"wrote {out / 'scaling.csv'}, .json and .png", file=sys.stderr)
+    return EXIT_OK if len(ok) == len(rows) else EXIT_NOT_CONVERGED
 
 
 # --------------------------------------------------------------------------- quickstart

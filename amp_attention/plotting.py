@@ -302,3 +302,48 @@ def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path, title)
+
+
+def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
+                 title: str | None = None) -> Path:
+    """Scaling-law figure (``amp-attention scaling``): e_test - e0 against n on
+    log-log axes with the fitted power law and the slope predicted from k*; the
+    four-way decomposition stacked underneath; the k* staircase."""
+    path = Path(path)
+    ok = [r for r in rows if r["converged"] and r.get("decomposition")]
+    n = np.array([r["n"] for r in ok], float)
+    fig, axes = plt.subplots(3, 1, figsize=(6.2, 9.6), sharex=True,
+                             gridspec_kw={"height_ratios": [1.3, 1.0, 0.7]})
+    ax = axes[0]
+    fe, fk = fits.get("e_test"), fits.get("k_star")
+    e0 = fe["e0"] if fe else 0.0
+    ax.loglog(n, [r["test_error"] - e0 for r in ok], "o", ms=3.5, label=r"SE $e_{\rm test} - e_0$")
+    if fe:
+        ax.loglog(n, fe["amplitude"] * n ** (-fe["exponent"]), "-", lw=1.4,
+                  label=rf"fit $f = {fe['exponent']:.3f}$ [{fe['ci_low']:.3f}, {fe['ci_high']:.3f}]")
+        if fk:
+            # predicted slope through the geometric middle of the data
+            mid = len(n) // 2
+            y_mid = fe["amplitude"] * n[mid] ** (-fe["exponent"])
+            ax.loglog(n, y_mid * (n / n[mid]) ** (-fk["exponent"]), "--", lw=1.2,
+                      label=rf"from $k^*$: $f = a(2\gamma - 1) = {fk['exponent']:.3f}$")
+    ax.set_ylabel(r"$e_{\rm test} - e_0$")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7.5)
+    ax = axes[1]
+    terms = [("under", r"$E_{\rm under}$"), ("over", r"$E_{\rm over}$"),
+             ("approx", r"$E_{\rm approx}$"), ("mismatch", r"$E_{\rm mismatch}$")]
+    ys = [np.array([r["decomposition"][t] for r in ok]) for t, _ in terms]
+    ax.stackplot(n, *ys, labels=[lab for _, lab in terms], alpha=0.8)
+    ax.plot(n, [r["matrix_mse"] for r in ok], "k-", lw=1, label="matrix MSE")
+    ax.set_xscale("log")
+    ax.set_ylabel("decomposition of the matrix MSE")
+    ax.legend(fontsize=7.5, ncol=2)
+    ax.grid(alpha=0.3)
+    ax = axes[2]
+    ax.step(n, [r["k_star"] for r in ok], where="post")
+    ax.set_xscale("log")
+    ax.set_xlabel(r"$n = \alpha d^2$")
+    ax.set_ylabel(r"recovered modes $k^*$")
+    ax.grid(alpha=0.3)
+    return _save(fig, path, title)

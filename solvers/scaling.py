@@ -52,6 +52,8 @@ class ScalingPlan:
     alphas: tuple[float, ...]
     lam_exponent: float = 0.0
     mc: MonteCarloOptions | None = None
+    tol: float = 1e-10
+    max_iter: int = 200
 
     def __post_init__(self) -> None:
         if not isinstance(self.problem.target, PowerLawTarget):
@@ -64,6 +66,10 @@ class ScalingPlan:
         object.__setattr__(self, "alphas", a)
         if not (math.isfinite(self.lam_exponent) and 0.0 <= self.lam_exponent <= 2.0):
             raise ValueError(f"lam_exponent must lie in [0, 2], got {self.lam_exponent!r}")
+        if not (math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
 
     def lam_at(self, alpha: float) -> float:
         return self.problem.learner.lam * (alpha / self.alphas[0]) ** (-self.lam_exponent)
@@ -77,10 +83,12 @@ def point_file(out: Path, index: int, alpha: float) -> Path:
     return Path(out) / "points" / f"{index:04d}_a{alpha:.6g}.json"
 
 
-def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None) -> dict:
+def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, *,
+                tol: float = 1e-10, max_iter: int = 200) -> dict:
     """SE, k* and the decomposition at one alpha (warm-started from x0 = (m, q, V))."""
-    r = solve_state_evolution(problem, x0=x0, mc=mc) if x0 is not None else \
-        solve_state_evolution(problem, mc=mc, start="informative")
+    kw = {"mc": mc, "tol": tol, "max_iter": max_iter}
+    r = solve_state_evolution(problem, x0=x0, **kw) if x0 is not None else \
+        solve_state_evolution(problem, start="informative", **kw)
     d = problem.target.d
     row = {"alpha": problem.alpha, "n": problem.alpha * d * d, "lam": problem.learner.lam,
            **{k: getattr(r, k) for k in (
@@ -105,7 +113,7 @@ def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
         if f is not None and f.exists():
             row = json.loads(f.read_text())
         else:
-            row = solve_point(plan.problem_at(a), x0, plan.mc)
+            row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
             if f is not None:
                 f.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write_json(f, row)

@@ -1,0 +1,103 @@
+"""Scaling laws and sequential recovery for power-law targets (THEORY 8, issue 7)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from amp_attention.cli import build_parser, main
+from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+from solvers import scaling
+from solvers.scaling import (
+    ScalingPlan,
+    fit_power_law,
+    noise_limited_exponent,
+    recovered_mode_exponent,
+    recovery_alphas,
+    run_scaling,
+)
+
+PROBLEM = Problem(Task("linear", L=1, noise=0.5), PowerLawTarget(1.0, d=60), Learner(1.0, 0.05),
+                  alpha=1.0)
+
+
+def test_power_law_fit_recovers_a_known_exponent():
+    n = np.geomspace(1e3, 1e6, 25)
+    y = 0.02 + 3.0 * n ** -0.37
+    fit = fit_power_law(n, y, e0=0.02)
+    assert fit.exponent == pytest.approx(0.37, abs=1e-10)
+    assert fit.amplitude == pytest.approx(3.0, rel=1e-9)
+    assert fit.ci_high - fit.ci_low < 1e-8
+    free = fit_power_law(n, y, e0=None)
+    assert free.e0_fitted and free.e0 == pytest.approx(0.02, rel=1e-4)
+    assert free.exponent == pytest.approx(0.37, rel=1e-4)
+    # noise widens the interval, which still covers the truth
+    rng = np.random.default_rng(0)
+    noisy = fit_power_law(n, (y - 0.02) * np.exp(0.05 * rng.standard_normal(n.size)), e0=0.0)
+    assert noisy.ci_low < 0.37 < noisy.ci_high and noisy.ci_high - noisy.ci_low > 1e-3
+    with pytest.raises(ValueError, match="exceed e0"):
+        fit_power_law(n, y, e0=1.0)
+
+
+def test_recovered_mode_exponent_and_noise_limited_value():
+    n = np.geomspace(1e3, 1e5, 30)
+    k = np.floor(0.5 * n ** 0.5)
+    out = recovered_mode_exponent(n, k, gamma=1.0)
+    assert out["a"] == pytest.approx(0.5, abs=0.01)
+    assert out["exponent"] == pytest.approx(out["a"] * 1.0)
+    assert noise_limited_exponent(1.0) == 0.5 and noise_limited_exponent(1.5) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="gamma > 1/2"):
+        noise_limited_exponent(0.5)
+    with pytest.raises(ValueError, match="k\\*"):
+        recovered_mode_exponent(n[:5], np.zeros(5), 1.0)
+
+
+def test_plan_validation_and_lam_schedule():
+    plan = ScalingPlan(PROBLEM, (0.5, 1.0, 2.0), lam_exponent=0.5)
+    assert plan.lam_at(2.0) == pytest.approx(0.05 * 4 ** -0.5)
+    assert plan.problem_at(2.0).learner.lam == pytest.approx(0.025)
+    with pytest.raises(ValueError, match="PowerLawTarget"):
+        ScalingPlan(Problem(PROBLEM.task, WishartTarget(0.5), PROBLEM.learner, 1.0), (1, 2, 3))
+    with pytest.raises(ValueError, match="increasing"):
+        ScalingPlan(PROBLEM, (1.0, 0.5, 2.0))
+    with pytest.raises(ValueError, match="lam_exponent"):
+        ScalingPlan(PROBLEM, (0.5, 1.0, 2.0), lam_exponent=3.0)
+
+
+def test_scaling_curve_resumes_and_its_decomposition_adds_up(tmp_path, monkeypatch):
+    plan = ScalingPlan(PROBLEM, tuple(np.geomspace(0.5, 8.0, 5)))
+    rows = run_scaling(plan, tmp_path)
+    assert all(r["converged"] for r in rows)
+    ks = [r["k_star"] for r in rows]
+    assert ks == sorted(ks) and ks[-1] > ks[0]            # modes are recovered one after another
+    for r in rows:
+        dec = r["decomposition"]
+        assert abs(dec["total"] - r["matrix_mse"]) <= 1e-10 * r["matrix_mse"]
+    errs = [r["test_error"] for r in rows]
+    assert errs == sorted(errs, reverse=True)
+    rec = recovery_alphas(rows)
+    assert rec[1] == rows[0]["alpha"] and all(rec[k] <= rec[k + 1] for k in range(1, max(rec)))
+
+    def boom(*a, **k):
+        raise AssertionError("a finished point was recomputed")
+
+    monkeypatch.setattr(scaling, "solve_point", boom)
+    again = run_scaling(plan, tmp_path)
+    assert [r["test_error"] for r in again] == errs
+
+
+def test_scaling_cli_writes_outputs_and_leaves_other_defaults_alone(tmp_path, capsys):
+    out = tmp_path / "sc"
+    rc = main(["scaling", "--gamma", "1.5", "--target-d", "50", "--noise", "0.5", "--lam", "0.05",
+               "--alpha-range", "0.5", "8", "5", "--out", str(out)])
+    assert rc == 0
+    rec = json.loads((out / "scaling.json").read_text())
+    assert rec["params"]["target"]["gamma"] == 1.5 and len(rec["rows"]) == 5
+    assert rec["fits"]["noise_limited_exponent"] == pytest.approx(2 / 3)
+    assert (out / "scaling.png").stat().st_size > 0 and (out / "scaling.csv").exists()
+    assert "fitted exponent" in capsys.readouterr().out
+    # the scaling command must not change the problem flags of the other commands
+    args = build_parser().parse_args(["phase-diagram"])
+    assert args.target == "wishart"
+    assert main(["scaling", "--lam-exponent", "5", "--out", str(out)]) == 2
+    assert "--lam-exponent: lam_exponent must lie in [0, 2]" in capsys.readouterr().err
