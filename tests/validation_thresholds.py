@@ -19,7 +19,9 @@ side rho > 0.6 -- i.e. the crossing lies in alpha_threshold * [0.9, 1.1]
 statistical-dimension threshold is O(1/d) in alpha).  The SE at the same lam gives
 rho on the same grid for comparison (recorded).
 
-Cached per ERM run in $AMP_VALIDATION_CACHE (resumable).
+Softmax runs that stop above the solver tolerance are rerun once with LONG_RUN
+(flagged ``rerun`` in the record); a run that still does not converge fails the
+test.  Cached per ERM run in $AMP_VALIDATION_CACHE (resumable).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ DS = (48, 96)
 SEEDS = 2
 LAMS = {"linear": (1e-3, 1e-4), "softmax": (1e-5, 1e-6)}
 MC = MonteCarloOptions(12, 4)
+#: second attempt for a softmax run that did not converge with the defaults of
+#: direct_erm_channel (zero-ish start + 3 random starts, 5000 iterations each):
+#: the zero-ish start alone with 50000 iterations.  Near interpolation at lam =
+#: 1e-6 the relative projected gradient falls slowly (2.5e-6 after 5000
+#: iterations at d = 48, 9e-8 <= tol after 14000); in the runs that converged
+#: all four starts reached the same R/n to 1e-4, so one start suffices.
+LONG_RUN = {"restarts": 0, "max_iter": 50000}
 
 #: name: (channel, L, noise_at, noise, kappa0, kappa, kind)
 CASES = {
@@ -85,14 +94,20 @@ def run_case(name: str) -> dict:
             for s in range(SEEDS):
                 vals = {}
                 for lam in lams:
-                    def erm(f=f, d=d, s=s, lam=lam):
+                    def erm(f=f, d=d, s=s, lam=lam, **kw):
                         st = erm_statistics(problem_of(name, f * a_c, lam), d, [s],
-                                            target_spectrum="quantile", keep_matrix=False)
+                                            target_spectrum="quantile", keep_matrix=False, **kw)
                         r = st["results"][0]
-                        return {q: getattr(r, q), "converged": bool(st["all_converged"])}
-                    vals[lam] = _cached(f"{name}_f{f}_d{d}_s{s}_lam{lam:g}", erm)
+                        return {q: getattr(r, q), "converged": bool(st["all_converged"]),
+                                "residual": float(r.residual), "iterations": int(r.iterations)}
+                    key = f"{name}_f{f}_d{d}_s{s}_lam{lam:g}"
+                    vals[lam] = _cached(key, erm)
+                    if not vals[lam]["converged"] and CASES[name][0] != "linear":
+                        vals[lam] = _cached(key + "_long", lambda erm=erm: erm(**LONG_RUN))
+                        vals[lam]["rerun"] = True
                 rows.append({"factor": f, "d": d, "seed": s,
                              **{f"{q}_lam{lam:g}": vals[lam][q] for lam in lams},
+                             **{f"rerun_lam{lam:g}": bool(vals[lam].get("rerun")) for lam in lams},
                              "converged": all(v["converged"] for v in vals.values())})
     se = {}
     for f in FACTORS:
