@@ -173,6 +173,20 @@ class MonteCarloChannel:
         self._ends[r] = px.ends if self.warm_start else None
         return px
 
+    def test_error_at(self, m: float, q: float, Q0: float) -> float:
+        """E||g(h(u*)) - g(h(omega))||^2 at overlaps (m, q) alone (no proximal solves),
+        on the same draws as :meth:`se` (common random numbers: smooth in m, q)."""
+        if not (q > 0 and math.isfinite(q)) or m * m > q * Q0:
+            raise ValueError(f"test_error_at needs q > 0 and m^2 <= q Q0, got m={m!r}, q={q!r}")
+        slope = m / q
+        rest = Q0 - m * slope
+        vals = []
+        for r in range(self.draws.replicas):
+            omega = math.sqrt(q) * self.draws.omega[r]
+            ustar = slope * omega + math.sqrt(rest) * self.draws.z[r]
+            vals.append(np.mean(self.channel.test_terms(ustar, omega)))
+        return float(np.mean(vals))
+
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
             raise ValueError(f"the channel expectations need q >= 0 and V >= 0, got q={q!r}, V={V!r}")

@@ -40,17 +40,17 @@ e_test(m, q) - min_c e_test(c m, c^2 q).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from amp_attention.channels import channel_for
 from amp_attention.spec import PowerLawTarget, Problem
 from amp_attention.targets import target_measure
 
 from .outliers import Outlier, _candidates, predict_outliers
-from .state_evolution import SEResult
+from .state_evolution import MonteCarloOptions, SEResult, StateEvolution
 
 TERMS = ("over", "under", "approx", "mismatch")
 
@@ -137,27 +137,33 @@ def _diagonal_overlaps(problem: Problem, result: SEResult, learned: list[Outlier
     return np.array(out)
 
 
-def _test_mismatch(problem: Problem, result: SEResult) -> float | None:
+def _test_mismatch(problem: Problem, result: SEResult, mc: MonteCarloOptions | None) -> float | None:
+    """e_test(m, q) - min_c e_test(c m, c^2 q) for a non-linear channel (None for linear:
+    there e_test is proportional to the matrix error and the matrix E_mismatch says it all)."""
     if problem.task.channel == "linear":
         return None
-    ch = channel_for(problem.task)
-    Q0 = target_measure(problem.target).moment(2)
-    m, q, V = result.m, result.q, result.V
+    se = StateEvolution(problem, mc)
+    Q0 = se.Q0
+    m, q = result.m, result.q
 
     def e_test(c: float) -> float:
-        return ch.se(c * m, c * c * q, V, Q0, problem.alpha).test_error
+        return se.channel.test_error_at(c * m, c * c * q, Q0)
 
-    c0 = m / q
-    best = minimize_scalar(e_test, bracket=(0.5 * c0, c0, 1.5 * c0), tol=1e-8)
-    return float(e_test(1.0) - min(best.fun, e_test(1.0)))
+    c_max = math.sqrt(q * Q0) / abs(m) if m != 0 else 2.0     # m^2 c^2 <= c^2 q Q0 always holds
+    best = minimize_scalar(e_test, bounds=(1e-3, 4.0 * max(1.0, c_max)), method="bounded",
+                           options={"xatol": 1e-8})
+    at_one = e_test(1.0)
+    return float(at_one - min(best.fun, at_one))
 
 
 def predicted_decomposition(problem: Problem, result: SEResult, *,
-                            outliers: list[Outlier] | None = None) -> ErrorDecomposition:
+                            outliers: list[Outlier] | None = None,
+                            mc: MonteCarloOptions | None = None) -> ErrorDecomposition:
     """The four terms from the SE fixed point ``result`` of ``problem`` (module docstring).
 
     P covers the k* modes of :func:`outlier_structure` unless ``outliers``
-    (from :func:`solvers.outliers.predict_outliers`) are given."""
+    (from :func:`solvers.outliers.predict_outliers`) are given.  ``mc``: the
+    RQMC options of a non-linear channel's test-error mismatch (default: the SE's)."""
     if not result.converged:
         raise ValueError(f"the SE did not converge (status {result.status!r}); no decomposition")
     m, q = result.m, result.q
@@ -181,7 +187,7 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     over = c * c * (q - p_sq) - 2.0 * c * (m - p_cross)
     mismatch = (q - m) ** 2 / q
     return ErrorDecomposition(over, under, approx, mismatch, Q0 - 2.0 * m + q, len(learned), c,
-                              _test_mismatch(problem, result))
+                              _test_mismatch(problem, result, mc))
 
 
 def count_outliers(eigenvalues: np.ndarray, threshold: float) -> int:

@@ -103,3 +103,21 @@ def test_a_target_without_separated_modes_has_nothing_recovered():
     assert dec.n_outliers == 0 and dec.approx == 0.0
     assert dec.under == pytest.approx(1.0 + 0.5, rel=1e-12)   # Q0 = 1 + kappa0
     assert dec.total == pytest.approx(r.matrix_mse, rel=1e-10)
+
+
+def test_softmax_reports_the_test_error_mismatch():
+    from solvers.state_evolution import MonteCarloOptions, StateEvolution
+
+    mc = MonteCarloOptions(10, 2)
+    p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.3),
+                alpha=0.5)
+    r = solve_state_evolution(p, mc=mc, start="informative")
+    dec = predicted_decomposition(p, r, mc=mc)
+    ch = StateEvolution(p, mc).channel
+    # the overlap-only test error is the SE's own at the fixed point (same draws)
+    assert ch.test_error_at(r.m, r.q, 1.5) == pytest.approx(r.test_error, rel=1e-10)
+    # and the mismatch is e_test(1) minus the best rescaling, checked on a grid
+    grid = [ch.test_error_at(c * r.m, c * c * r.q, 1.5) for c in np.linspace(0.5, 2.0, 61)]
+    assert 0.0 <= dec.test_mismatch <= r.test_error
+    assert r.test_error - dec.test_mismatch <= min(grid) + 1e-9
+    assert dec.c_star > 1.0          # lam = 0.3 shrinks Shat: the best rescaling enlarges it
