@@ -113,8 +113,10 @@ def run_case(name: str) -> dict:
     for f in FACTORS:
         se[str(f)] = {}
         for lam in lams:
-            r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
-            se[str(f)][f"{lam:g}"] = getattr(r, q) if r.converged else None
+            def se_value(f=f, lam=lam):
+                r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
+                return {"value": getattr(r, q) if r.converged else None}
+            se[str(f)][f"{lam:g}"] = _cached(f"se_{name}_f{f}_lam{lam:g}", se_value)["value"]
     summary = []
     for f in FACTORS:
         for d in DS:
