@@ -132,3 +132,31 @@ def run_case(name: str) -> dict:
 def below(name: str, factor: float) -> bool:
     """Is alpha = factor * threshold on the 'error -> 0' side?"""
     return factor < 1.0 if CASES[name][-1] == "interpolation" else factor > 1.0
+
+
+def markdown_table(record: dict) -> str:
+    """docs/validation.md table: per case and factor, the seed-mean errors at both lam,
+    their ratio per d, and the SE's ratio at the same lam."""
+    lines = ["| case | threshold | alpha/threshold | d | error, larger lam | error, smaller lam | "
+             "ratio | SE ratio | side |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name in CASES:
+        if name not in record:
+            continue
+        res = record[name]
+        lams = LAMS[CASES[name][0]]
+        for row in res["summary"]:
+            se = res["se"][str(row["factor"])]
+            a, b = se[f"{lams[0]:g}"], se[f"{lams[1]:g}"]
+            se_ratio = f"{b / a:.3f}" if a and b is not None else "-"
+            side = "-> 0" if below(name, row["factor"]) else "finite"
+            lines.append(f"| {name} | {res['threshold']:.4f} | {row['factor']:g} | {row['d']} | "
+                         f"{row['error_lam1']:.3g} | {row['error_lam2']:.3g} | {row['ratio']:.3f} | "
+                         f"{se_ratio} | {side} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(markdown_table(json.loads(RECORD.read_text())))
