@@ -114,8 +114,14 @@ def run_case(name: str) -> dict:
         se[str(f)] = {}
         for lam in lams:
             def se_value(f=f, lam=lam):
-                r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
-                return {"value": getattr(r, q) if r.converged else None}
+                # The SE column is a comparison, not the criterion: a solve that does not
+                # converge, or stops on an invalid iterate (m^2 > q Q0 next to perfect
+                # recovery at lam = 1e-6), is recorded as None with the reason.
+                try:
+                    r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
+                except ValueError as exc:
+                    return {"value": None, "error": str(exc)}
+                return {"value": getattr(r, q) if r.converged else None, "status": r.status}
             se[str(f)][f"{lam:g}"] = _cached(f"se_{name}_f{f}_lam{lam:g}", se_value)["value"]
     summary = []
     for f in FACTORS:
