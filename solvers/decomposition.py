@@ -158,11 +158,13 @@ def _test_mismatch(problem: Problem, result: SEResult, mc: MonteCarloOptions | N
 
 def predicted_decomposition(problem: Problem, result: SEResult, *,
                             outliers: list[Outlier] | None = None,
+                            structure: "OutlierStructure | None" = None,
                             mc: MonteCarloOptions | None = None) -> ErrorDecomposition:
     """The four terms from the SE fixed point ``result`` of ``problem`` (module docstring).
 
     P covers the k* modes of :func:`outlier_structure` unless ``outliers``
-    (from :func:`solvers.outliers.predict_outliers`) are given.  ``mc``: the
+    (from :func:`solvers.outliers.predict_outliers`) are given; ``structure``: that
+    :func:`outlier_structure`, when the caller already has it.  ``mc``: the
     RQMC options of a non-linear channel's test-error mismatch (default: the SE's)."""
     if not result.converged:
         raise ValueError(f"the SE did not converge (status {result.status!r}); no decomposition")
@@ -171,7 +173,9 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     c = m / q
     w = _mode_weight(problem)
     if outliers is None:
-        k = outlier_structure(problem, result).count if w > 0 else 0
+        if w > 0 and structure is None:
+            structure = outlier_structure(problem, result)
+        k = structure.count if w > 0 else 0
         outliers = predict_outliers(problem, result, max_modes=k) if k > 0 else []
     learned = learned_outliers(outliers)
     lam = np.array([o.eigenvalue for o in learned])

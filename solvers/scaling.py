@@ -97,7 +97,7 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
     if not r.converged:
         return row | {"k_star": None, "decomposition": None}
     struct = outlier_structure(problem, r)
-    dec = predicted_decomposition(problem, r, mc=mc)
+    dec = predicted_decomposition(problem, r, structure=struct, mc=mc)
     return row | {"k_star": struct.count, "bulk_edge": struct.bulk_edge,
                   "decomposition": dec.to_dict()}
 

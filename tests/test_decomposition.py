@@ -72,8 +72,8 @@ def test_predicted_decomposition_matches_sampled_B(powerlaw_se):
     finite-size allowance of 1 % of the matrix MSE; the outlier count is k* in
     the median seed."""
     p, r = powerlaw_se
-    dec = predicted_decomposition(p, r)
     struct = outlier_structure(p, r)
+    dec = predicted_decomposition(p, r, structure=struct)
     cut = PredictedSpectrum.from_se(p, r).cutoff
     den = denoiser_for(p.learner)
     d = p.target.d

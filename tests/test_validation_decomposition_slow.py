@@ -66,7 +66,7 @@ def test_se_decomposition_matches_trained_weights(alpha):
     se = solve_state_evolution(p)
     assert se.converged
     struct = outlier_structure(p, se)
-    pred = predicted_decomposition(p, se)
+    pred = predicted_decomposition(p, se, structure=struct)
     runs = [cached_json(f"decomposition_a{alpha:g}_s{s}",
                         lambda s=s: _run(alpha, s, pred.n_outliers, struct.threshold))
             for s in range(SEEDS)]
