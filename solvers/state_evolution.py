@@ -85,6 +85,9 @@ class SEResult:
     mc_failed_prox: int = 0
     mc_warm_fallbacks: int = 0
     seconds: float = 0.0
+    #: the fixed-point method that produced the point: "anderson", "damped", or
+    #: "damped after anderson failed: <its status>" (the safeguarded fallback)
+    method: str = ""
     spectrum: SpectrumPrediction | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -250,7 +253,7 @@ def se_iterates(
     return np.array(xs)
 
 
-def _solve_from(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
+def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
     """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions).
 
     Returns (report, observable Jacobian at the coarse fixed point or None,
@@ -275,6 +278,25 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     # The coarse level did not help: iterate on the full sample set.
     rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
     return rf, None, rc.iterations
+
+
+def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
+                max_iter: int):
+    """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
+    basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
+    where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
+    repeated with the damped iteration from the same start.  Returns (report,
+    Jacobian, coarse iterations, method label)."""
+    rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
+                                      max_iter=max_iter)
+    if rep.converged or method != "anderson":
+        return rep, grad, n_coarse, method
+    rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
+                                  max_iter=max_iter)
+    label = f"damped after anderson failed: {rep.status}"
+    if rep2.converged or rep2.residual < rep.residual:
+        return rep2, grad2, n_coarse + n2, label
+    return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.status})"
 
 
 def solve_state_evolution(
@@ -318,13 +340,13 @@ def solve_state_evolution(
         names = ("informative", "uninformative") if start == "both" else (start,)
     runs, extra = {}, {}
     for name in names:
-        rep, grad, n_coarse = _solve_from(se, starts[name], method=method, tol=tol,
-                                          max_iter=max_iter, damping=damping)
+        rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
+                                                max_iter=max_iter, damping=damping)
         runs[name] = (rep, _assemble(se, rep, name))
-        extra[name] = (grad, n_coarse)
+        extra[name] = (grad, n_coarse, used)
     best_name = min(runs, key=lambda k: (not runs[k][0].converged, runs[k][1]["loss"]))
     rep, fields = runs[best_name]
-    grad, n_coarse = extra[best_name]
+    grad, n_coarse, used = extra[best_name]
     alternative = None
     metastable = False
     for name, (r2, f2) in runs.items():
@@ -344,13 +366,17 @@ def solve_state_evolution(
     if hasattr(se.channel, "last_replicas"):
         failed = se.channel.n_failed
         fallbacks = se.channel.n_warm_fallback
-        mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
+        try:
+            mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
+        except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
+            mc_stderr, mc_method = None, f"unavailable: {exc}"
     return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
                     residual=rep.residual, status=rep.status, start=best_name,
                     metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
                     mc_error_method=mc_method, mc_failed_prox=failed,
                     mc_warm_fallbacks=fallbacks,
-                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, spectrum=spec)
+                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, method=used,
+                    spectrum=spec)
 
 
 MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error",

@@ -75,3 +75,16 @@ def test_linear_output_channel_with_diagonal_tau_is_the_linear_channel():
     u = np.array([0.3, -1.2, 0.5])
     h = (T @ u).reshape(2, 2)
     assert np.allclose(h, h.T) and h[0, 0] == pytest.approx(np.sqrt(2) * 0.3) and h[0, 1] == -1.2
+
+
+def test_overlaps_at_the_perfect_recovery_edge_are_accepted_up_to_rounding():
+    """StateEvolution.valid admits m^2 <= q Q0 (1 + 1e-9); the channel must accept the
+    same set (an m^2 one ulp-scale above q Q0 next to perfect recovery used to raise),
+    and still reject a genuine violation naming the constraint."""
+    mc = MonteCarloChannel(LinearChannel(1, 0.3), log2_n=6, replicas=2, seed=0)
+    q, Q0 = 1.2996845091789924, 1.3
+    m_edge = (q * Q0 * (1 + 1e-10)) ** 0.5
+    out = mc.se(m_edge, q, 0.5, Q0, 0.8)
+    assert all(np.isfinite(getattr(out, f)) for f in SE_FIELDS)
+    with pytest.raises(ValueError, match=r"m\^2 <= q Q0"):
+        mc.se((q * Q0 * (1 + 1e-6)) ** 0.5, q, 0.5, Q0, 0.8)

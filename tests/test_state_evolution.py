@@ -127,3 +127,19 @@ def test_noiseless_large_alpha_small_lam_converges_to_near_recovery():
     p = Problem(Task("linear", L=1, noise=0.0), WishartTarget(0.2), Learner(2.0, 0.01), alpha=0.5)
     r = solve_state_evolution(p)
     assert r.converged and r.matrix_mse < 1e-3 and r.q_hat < 1e-3
+
+
+def test_anderson_failure_falls_back_to_the_damped_iteration():
+    """Below alpha_interp at small lam (V ~ 1/lam grows over ~100 iterations) Anderson
+    mixing extrapolated out of the basin (m, q ~ 1e9-1e20) and the solve failed with
+    "invalid"; the safeguard reruns the damped iteration, which converges, and says so."""
+    p = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(0.5, 1e-3),
+                alpha=0.2447322789559482)
+    r = solve_state_evolution(p, start="informative")
+    assert r.converged and r.method.startswith("damped after anderson failed")
+    ref = solve_state_evolution(p, start="informative", method="damped", max_iter=2000)
+    assert ref.converged and ref.method == "damped"
+    for k in ("m", "q", "V", "train_error"):
+        assert getattr(r, k) == pytest.approx(getattr(ref, k), rel=1e-7)
+    # below the interpolation threshold the train error vanishes with lam
+    assert r.train_error < 1e-3 * r.test_error
