@@ -26,6 +26,7 @@ test.  Cached per ERM run in $AMP_VALIDATION_CACHE (resumable).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,7 @@ def problem_of(name: str, alpha: float = 0.5, lam: float = 1e-3) -> Problem:
                    Learner(kappa, lam), alpha=alpha)
 
 
+@functools.lru_cache(maxsize=None)
 def threshold_of(name: str) -> float:
     fun = interpolation_threshold if CASES[name][-1] == "interpolation" else perfect_recovery_threshold
     return fun(problem_of(name)).alpha
@@ -84,31 +86,42 @@ def _cached(key: str, compute):
     return cached_json("thresholds_" + key, compute)
 
 
+def draw(name: str, factor: float, d: int, seed: int) -> dict:
+    """Direct ERM on one draw at alpha = factor * threshold, both lam of LAMS (cached);
+    a softmax run that did not converge is rerun once with LONG_RUN."""
+    a_c = threshold_of(name)
+    q = quantity_of(name)
+    lams = LAMS[CASES[name][0]]
+    vals = {}
+    for lam in lams:
+        def erm(lam=lam, **kw):
+            st = erm_statistics(problem_of(name, factor * a_c, lam), d, [seed],
+                                target_spectrum="quantile", keep_matrix=False, **kw)
+            r = st["results"][0]
+            return {q: getattr(r, q), "converged": bool(st["all_converged"]),
+                    "residual": float(r.residual), "iterations": int(r.iterations)}
+        key = f"{name}_f{factor}_d{d}_s{seed}_lam{lam:g}"
+        vals[lam] = _cached(key, erm)
+        if not vals[lam]["converged"] and CASES[name][0] != "linear":
+            vals[lam] = _cached(key + "_long", lambda erm=erm: erm(**LONG_RUN))
+            vals[lam]["rerun"] = True
+    return {"factor": factor, "d": d, "seed": seed,
+            **{f"{q}_lam{lam:g}": vals[lam][q] for lam in lams},
+            **{f"rerun_lam{lam:g}": bool(vals[lam].get("rerun")) for lam in lams},
+            "converged": all(v["converged"] for v in vals.values())}
+
+
+def draw_ratio(name: str, row: dict) -> float:
+    """The per-draw statistic rho = e(smaller lam) / e(larger lam)."""
+    q, lams = quantity_of(name), LAMS[CASES[name][0]]
+    return row[f"{q}_lam{lams[1]:g}"] / row[f"{q}_lam{lams[0]:g}"]
+
+
 def run_case(name: str) -> dict:
     a_c = threshold_of(name)
     q = quantity_of(name)
     lams = LAMS[CASES[name][0]]
-    rows = []
-    for f in FACTORS:
-        for d in DS:
-            for s in range(SEEDS):
-                vals = {}
-                for lam in lams:
-                    def erm(f=f, d=d, s=s, lam=lam, **kw):
-                        st = erm_statistics(problem_of(name, f * a_c, lam), d, [s],
-                                            target_spectrum="quantile", keep_matrix=False, **kw)
-                        r = st["results"][0]
-                        return {q: getattr(r, q), "converged": bool(st["all_converged"]),
-                                "residual": float(r.residual), "iterations": int(r.iterations)}
-                    key = f"{name}_f{f}_d{d}_s{s}_lam{lam:g}"
-                    vals[lam] = _cached(key, erm)
-                    if not vals[lam]["converged"] and CASES[name][0] != "linear":
-                        vals[lam] = _cached(key + "_long", lambda erm=erm: erm(**LONG_RUN))
-                        vals[lam]["rerun"] = True
-                rows.append({"factor": f, "d": d, "seed": s,
-                             **{f"{q}_lam{lam:g}": vals[lam][q] for lam in lams},
-                             **{f"rerun_lam{lam:g}": bool(vals[lam].get("rerun")) for lam in lams},
-                             "converged": all(v["converged"] for v in vals.values())})
+    rows = [draw(name, f, d, s) for f in FACTORS for d in DS for s in range(SEEDS)]
     se = {}
     for f in FACTORS:
         se[str(f)] = {}
@@ -133,6 +146,34 @@ def run_case(name: str) -> dict:
                             "ratio": e2 / e1 if e1 > 0 else float("nan")})
     return {"name": name, "case": CASES[name], "threshold": a_c, "quantity": q,
             "rows": rows, "summary": summary, "se": se}
+
+
+#: Second, per-draw protocol for softmax_interp_k0.5, declared after it failed the
+#: seed-mean criterion at f = 0.9, d = 96 (one of two draws with rho 0.47) and
+#: before any further run: a draw is on the "-> 0" side when its own rho < 0.3
+#: (the cut of the seed-mean criterion).  At the two factors next to the
+#: threshold, f = 0.9 and 1.1, with SEED_STUDY_SEEDS[d] draws at each d (8 at d =
+#: 48 and 96; 4 at d = 128, where one softmax draw at lam = 1e-6 costs ~15 min on
+#: this machine); criterion: a strict majority of the draws lies on the predicted
+#: side in every cell.  The fraction is reported: a sharp threshold shows as a
+#: fraction that tends to 1 as d grows.
+SEED_STUDY_CASES = ("softmax_interp_k0.5",)
+SEED_STUDY_FACTORS = (0.9, 1.1)
+SEED_STUDY_SEEDS = {48: 8, 96: 8, 128: 4}
+
+
+def seed_study(name: str) -> dict:
+    """Per-draw rho for the second protocol; the fraction of draws on the predicted side."""
+    out = []
+    for d, seeds in SEED_STUDY_SEEDS.items():
+        for f in SEED_STUDY_FACTORS:
+            rows = [draw(name, f, d, s) for s in range(seeds)]
+            ratios = [draw_ratio(name, r) for r in rows]
+            on_side = [(rho < 0.3) == below(name, f) for rho in ratios]
+            out.append({"factor": f, "d": d, "ratios": ratios,
+                        "converged": all(r["converged"] for r in rows),
+                        "on_predicted_side": sum(on_side), "draws": len(on_side)})
+    return {"name": name, "threshold": threshold_of(name), "cells": out}
 
 
 def below(name: str, factor: float) -> bool:
