@@ -8,7 +8,7 @@ Protocol in validation_thresholds.py.  Run:
 import pytest
 from recording import write_record
 
-from validation_thresholds import CASES, RECORD, below, run_case
+from validation_thresholds import CASES, RECORD, SEED_STUDY_CASES, below, run_case, seed_study
 
 pytestmark = pytest.mark.slow
 
@@ -27,5 +27,15 @@ def test_erm_crosses_within_the_allowance(name):
             assert row["ratio"] > 0.6, (name, row)
 
 
+@pytest.mark.parametrize("name", SEED_STUDY_CASES)
+def test_most_draws_lie_on_the_predicted_side(name):
+    """Second, per-draw protocol (validation_thresholds.SEED_STUDY_*)."""
+    res = seed_study(name)
+    _results["seed_study_" + name] = res
+    for cell in res["cells"]:
+        assert cell["converged"], (name, cell)
+        assert 2 * cell["on_predicted_side"] > cell["draws"], (name, cell)
+
+
 def test_write_record():
-    write_record(_results, len(CASES), RECORD)
+    write_record(_results, len(CASES) + len(SEED_STUDY_CASES), RECORD)
