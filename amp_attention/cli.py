@@ -1297,13 +1297,20 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     rows = run_scaling(plan, out, wrap=lambda todo: _progress(todo, desc="alpha"))
     ok = [r for r in rows if r["converged"]]
     gamma = problem.target.gamma
-    fits: dict = {"e_test": None, "k_star": None, "noise_limited_exponent": None, "errors": []}
+    fits: dict = {"e_test": None, "E_under": None, "k_star": None, "noise_limited_exponent": None,
+                  "errors": []}
     if len(ok) >= 3:
         try:
             fits["e_test"] = dataclasses.asdict(fit_power_law([r["n"] for r in ok],
                                                               [r["test_error"] for r in ok], e0))
         except ValueError as exc:
             fits["errors"].append(f"e_test fit: {exc}")
+        try:
+            # the k*-prediction is a statement about E_under (THEORY 8), fitted on its own
+            fits["E_under"] = dataclasses.asdict(fit_power_law(
+                [r["n"] for r in ok], [r["decomposition"]["under"] for r in ok], 0.0))
+        except (ValueError, KeyError, TypeError) as exc:
+            fits["errors"].append(f"E_under fit: {exc}")
         try:
             fits["k_star"] = recovered_mode_exponent([r["n"] for r in ok], [r["k_star"] for r in ok], gamma)
         except ValueError as exc:
@@ -1336,9 +1343,15 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     if fe:
         print(f"fitted exponent of e_test - e0 (e0 = {fe['e0']:.4g}): f = {fe['exponent']:.4f} "
               f"[{fe['ci_low']:.4f}, {fe['ci_high']:.4f}] ({100 * fe['level']:g}% CI)")
+    if fits["E_under"]:
+        fu = fits["E_under"]
+        print(f"fitted exponent of E_under: {fu['exponent']:.4f} [{fu['ci_low']:.4f}, {fu['ci_high']:.4f}]")
     if fk:
         print(f"k* ~ n^a, a = {fk['a']:.4f}: predicted f = a (2 gamma - 1) = {fk['exponent']:.4f} "
               f"[{fk['exponent_ci'][0]:.4f}, {fk['exponent_ci'][1]:.4f}]")
+    # Which law to expect depends on n/d^2 (docs/theory.md 13, "Measured exponents").
+    print(f"window: n = {lo:g} d^2 to {hi:g} d^2.  The recovered-mode prediction describes E_under "
+          f"for n << d^2; for n >> d^2 every gamma crosses over to f ~ 1 (a fully determined S).")
     if fits["noise_limited_exponent"] is not None:
         print(f"noise-limited prediction 1 - 1/(2 gamma) = {fits['noise_limited_exponent']:.4f}")
     for e in fits["errors"]:

@@ -95,7 +95,14 @@ def test_scaling_cli_writes_outputs_and_leaves_other_defaults_alone(tmp_path, ca
     assert rec["params"]["target"]["gamma"] == 1.5 and len(rec["rows"]) == 5
     assert rec["fits"]["noise_limited_exponent"] == pytest.approx(2 / 3)
     assert (out / "scaling.png").stat().st_size > 0 and (out / "scaling.csv").exists()
-    assert "fitted exponent" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "fitted exponent" in printed and "window: n = 0.5 d^2 to 8 d^2" in printed
+    # E_under is fitted on its own, and its fit reproduces the curve it was fitted on
+    fu = rec["fits"]["E_under"]
+    under = np.array([r["decomposition"]["under"] for r in rec["rows"]])
+    n = np.array([r["n"] for r in rec["rows"]])
+    pred = fu["amplitude"] * n ** (-fu["exponent"])
+    assert np.max(np.abs(np.log(pred / under))) < 10 * fu["rms_log_residual"] + 1e-9
     # the scaling command must not change the problem flags of the other commands
     args = build_parser().parse_args(["phase-diagram"])
     assert args.target == "wishart"
