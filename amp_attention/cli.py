@@ -31,6 +31,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .jsonsafe import json_safe as _plain
+
 # numpy (and everything that imports it) is imported lazily: `--help` and argument
 # errors answer without paying for the scientific stack.
 if TYPE_CHECKING:
@@ -66,6 +68,13 @@ subcommands
   erm         direct ERM at finite d over several seeds (mean +- standard error)
   amp         GAMP on a synthetic data set, side by side with the SE
   validate    SE curve vs Adam-trained layers over alpha, d and seeds (resumable)
+  spectrum    predicted spectra of Shat and W (outliers), optionally vs trained layers
+  thresholds  interpolation and perfect-recovery thresholds (lam -> 0+)
+  phase-diagram
+              SE over an alpha x lam grid (resumable; local processes or Dask)
+  scaling     power-law target: e_test over decades of n, k*, decomposition, exponents
+  heads       multi-head ensembles of Nadaraya-Watson heads: HDI, MSE decomposition,
+              allocation under a budget, weighting schemes
   quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
 
 exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
@@ -262,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,quickstart}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,scaling,quickstart}", required=True)
     problem = _problem_parent()
 
     se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
@@ -299,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_phase_diagram_parser(sub, problem)
     _add_scaling_parser(sub, problem)
     _add_quickstart_parser(sub)
+    from .heads.cli import add_heads_parser
+
+    add_heads_parser(sub)
     return parser
 
 
@@ -663,24 +675,6 @@ def _check_min_int(flag: str, value: int, minimum: int) -> None:
 # --------------------------------------------------------------------------- output helpers
 
 
-def _plain(obj: Any) -> Any:
-    """JSON-safe copy: numpy scalars -> Python, tuples -> lists, NaN/inf -> None."""
-    import numpy as np
-
-    if isinstance(obj, dict):
-        return {str(k): _plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_plain(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return [_plain(v) for v in obj.tolist()]
-    if isinstance(obj, (bool, np.bool_)):
-        return bool(obj)
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        x = float(obj)
-        return x if math.isfinite(x) else None
-    return obj
 
 
 def _dumps(obj: Any, **kw: Any) -> str:

@@ -1,0 +1,206 @@
+"""Head Diversity Index (HDI) and principal angles between key subspaces.
+
+Multi-head attention has H heads with key matrices W_K^h in R^{d_model x d_k};
+head h compares tokens only through the subspace Range(W_K^h).  How different
+the heads are is a statement about these subspaces.
+
+Normalisation (docs/heads.md has the derivation)
+-------------------------------------------------
+The issue's formula is
+
+    HDI_lit = 1 - 2/(H(H-1)) sum_{h<h'} ||G_hh'||_F^2,   G_hh' = (W_K^h)^T W_K^{h'} / d_k.
+
+Read literally it is not scale free: for orthonormal columns Q_h,
+||Q_h^T Q_h'||_F^2 = sum_i cos^2 theta_i (theta_i the principal angles), so two
+identical heads give ||G||_F^2 = 1/d_k and HDI_lit = 1 - 1/d_k, not 0.  The
+default ``normalise="orthonormal"`` therefore replaces each W_K^h by an
+orthonormal basis Q_h of its range and uses
+
+    HDI = 1 - 2/(H(H-1)) sum_{h<h'} ||Q_h^T Q_h'||_F^2 / d_k
+        = 1 - mean over pairs of (1/d_k) sum_i cos^2 theta_i(h, h'),
+
+which lies in [0, 1], is 1 iff every pair of head subspaces is orthogonal, is 0
+iff all heads span the same subspace, and depends on W_K^h only through
+Range(W_K^h) (so it is invariant under W_K^h -> W_K^h A for any invertible A,
+in particular rotations within a head's subspace).
+
+``normalise="none"`` computes HDI_lit itself.  It equals the default for every
+configuration of subspaces iff every head satisfies (W_K^h)^T W_K^h =
+sqrt(d_k) I_{d_k}, i.e. W_K^h = d_k^{1/4} Q_h R_h with R_h orthogonal.  It is
+invariant under rotations W_K^h -> W_K^h R (R orthogonal), but not under
+rescaling W_K^h -> c W_K^h, and lies in [0, 1] whenever every singular value of
+every W_K^h is <= d_k^{1/4}.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+
+NORMALISATIONS = ("orthonormal", "none")
+Normalisation = Literal["orthonormal", "none"]
+
+
+def as_head_stack(W: object, heads: int | None = None) -> np.ndarray:
+    """Return the key matrices as a float array of shape (H, d_model, d_k).
+
+    ``W`` is either an array (H, d_model, d_k) (then ``heads`` must be None or
+    equal H) or a stacked key matrix W_K = [W_K^1, ..., W_K^H] of shape
+    (d_model, H d_k) together with ``heads = H``: columns h d_k ... (h+1) d_k - 1
+    belong to head h, the usual concatenation of per-head projections.
+    """
+    arr = np.asarray(W, dtype=float)
+    if heads is not None:
+        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1:
+            raise ValueError(f"heads must be an integer >= 1, got {heads!r}")
+        heads = int(heads)
+    if arr.ndim == 3:
+        if heads is not None and heads != arr.shape[0]:
+            raise ValueError(f"heads must equal W.shape[0] = {arr.shape[0]} for a 3-d array "
+                             f"(H, d_model, d_k), got {heads}")
+        stack = arr
+    elif arr.ndim == 2:
+        if heads is None:
+            raise ValueError("heads is required for a stacked key matrix W of shape "
+                             "(d_model, H*d_k): give heads = H >= 1")
+        d_model, total = arr.shape
+        if total % heads != 0:
+            raise ValueError(f"heads must divide the number of columns of W ({total}); "
+                             f"got heads = {heads}")
+        d_k = total // heads
+        # column block h -> head h: (d_model, H, d_k) -> (H, d_model, d_k)
+        stack = arr.reshape(d_model, heads, d_k).transpose(1, 0, 2)
+    else:
+        raise ValueError(f"W must be a 3-d array (H, d_model, d_k) or a 2-d stacked matrix "
+                         f"(d_model, H*d_k); got an array with {arr.ndim} dimension(s)")
+    if min(stack.shape) < 1:
+        raise ValueError(f"W must have H, d_model, d_k >= 1; got shape {stack.shape}")
+    if not np.all(np.isfinite(stack)):
+        raise ValueError("W must contain only finite numbers (found NaN or inf)")
+    return np.ascontiguousarray(stack)
+
+
+def _orthonormal_basis(A: np.ndarray, what: str) -> np.ndarray:
+    """Orthonormal basis of Range(A) for a full-column-rank A (ValueError otherwise).
+
+    The thin SVD is used instead of QR because its singular values give a
+    reliable rank decision; the tolerance is numpy.linalg.matrix_rank's.
+    """
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    tol = (s[0] if s.size else 0.0) * max(A.shape) * np.finfo(float).eps
+    rank = int(np.sum(s > tol))
+    if rank < A.shape[1]:
+        raise ValueError(f"{what} has rank {rank} < {A.shape[1]} columns; its columns must be "
+                         f"linearly independent (allowed: full column rank, d_k <= d_model)")
+    return U
+
+
+def orthonormal_heads(W: object, heads: int | None = None) -> np.ndarray:
+    """Orthonormal bases Q_h of Range(W_K^h), shape (H, d_model, d_k).
+
+    Raises ValueError naming the first rank-deficient head.
+    """
+    stack = as_head_stack(W, heads)
+    H, d_model, d_k = stack.shape
+    if d_k > d_model:
+        raise ValueError(f"W: d_k = {d_k} exceeds d_model = {d_model}; a head's key matrix "
+                         f"must have full column rank (allowed: d_k <= d_model)")
+    return np.stack([_orthonormal_basis(stack[h], f"W head {h}") for h in range(H)])
+
+
+def cross_grams(W: object, heads: int | None = None, *,
+                normalise: Normalisation = "orthonormal") -> np.ndarray:
+    """All cross-Grams G_hh', shape (H, H, d_k, d_k).
+
+    ``normalise="none"``: G_hh' = (W_K^h)^T W_K^{h'} / d_k (the issue's formula);
+    ``normalise="orthonormal"``: G_hh' = Q_h^T Q_h' / sqrt(d_k), scaled so that
+    ||G_hh'||_F^2 = (1/d_k) sum_i cos^2 theta_i is the mean squared cosine.
+    """
+    if normalise not in NORMALISATIONS:
+        raise ValueError(f"normalise must be one of {', '.join(NORMALISATIONS)}; "
+                         f"got {normalise!r}")
+    if normalise == "orthonormal":
+        B = orthonormal_heads(W, heads)
+        scale = np.sqrt(B.shape[2])
+    else:
+        B = as_head_stack(W, heads)
+        scale = float(B.shape[2])
+    return np.einsum("hai,gaj->hgij", B, B) / scale
+
+
+def pairwise_overlaps(W: object, heads: int | None = None, *,
+                      normalise: Normalisation = "orthonormal") -> np.ndarray:
+    """The (H, H) matrix O_hh' = ||G_hh'||_F^2 (diagonal included).
+
+    With the default normalisation O_hh' = (1/d_k) sum_i cos^2 theta_i(h, h')
+    in [0, 1], and O_hh = 1.
+    """
+    G = cross_grams(W, heads, normalise=normalise)
+    return np.einsum("hgij,hgij->hg", G, G)
+
+
+def head_diversity_index(W: object, heads: int | None = None, *,
+                         normalise: Normalisation = "orthonormal") -> float:
+    """HDI = 1 - 2/(H(H-1)) sum_{h<h'} ||G_hh'||_F^2 (see the module docstring).
+
+    ``W``: (H, d_model, d_k), or (d_model, H d_k) with ``heads = H``; H >= 2.
+    Default ``normalise="orthonormal"`` (G_hh' = Q_h^T Q_h'/sqrt(d_k)) gives a
+    value in [0, 1]: 1 for mutually orthogonal head subspaces, 0 for identical
+    ones.  ``normalise="none"`` uses G_hh' = (W_K^h)^T W_K^{h'} / d_k literally.
+    """
+    stack = as_head_stack(W, heads)
+    if stack.shape[0] < 2:
+        raise ValueError(f"W: the HDI needs H >= 2 heads (it averages over pairs), "
+                         f"got H = {stack.shape[0]}")
+    O = pairwise_overlaps(stack, normalise=normalise)
+    iu = np.triu_indices(stack.shape[0], k=1)
+    return float(1.0 - np.mean(O[iu]))
+
+
+def principal_angles(A: object, B: object) -> np.ndarray:
+    """Principal angles between Range(A) and Range(B), ascending, in [0, pi/2].
+
+    cos theta_i are the singular values of Q_A^T Q_B (Q_A, Q_B orthonormal
+    bases, both matrices need full column rank).  arccos loses accuracy for
+    small angles (cos theta = 1 - theta^2/2 rounds to 1 below theta ~ 1e-8), so
+    angles with cos^2 theta >= 1/2 are taken as arcsin of the singular values
+    of the residual Q_B - Q_A Q_A^T Q_B instead (Knyazev & Argentati 2002; the
+    same split as scipy.linalg.subspace_angles, which returns the angles in
+    descending order).  Returns min(k_A, k_B) angles.
+    """
+    a = np.asarray(A, dtype=float)
+    b = np.asarray(B, dtype=float)
+    for name, m in (("A", a), ("B", b)):
+        if m.ndim != 2 or min(m.shape) < 1:
+            raise ValueError(f"{name} must be a 2-d array (d_model, k) with k >= 1, "
+                             f"got shape {m.shape}")
+        if not np.all(np.isfinite(m)):
+            raise ValueError(f"{name} must contain only finite numbers")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"A and B must have the same number of rows (d_model); "
+                         f"got {a.shape[0]} and {b.shape[0]}")
+    Qa = _orthonormal_basis(a, "A")
+    Qb = _orthonormal_basis(b, "B")
+    if Qa.shape[1] < Qb.shape[1]:  # project the larger basis onto the smaller one
+        Qa, Qb = Qb, Qa
+    cosines = np.linalg.svd(Qa.T @ Qb, compute_uv=False)  # descending -> angles ascending
+    theta = np.arccos(np.clip(cosines, -1.0, 1.0))
+    small = cosines ** 2 >= 0.5
+    if np.any(small):
+        # The k_B singular values of the residual are the sines, descending;
+        # reversed they are ascending like theta.
+        sines = np.linalg.svd(Qb - Qa @ (Qa.T @ Qb), compute_uv=False)[::-1]
+        theta = np.where(small, np.arcsin(np.clip(sines, 0.0, 1.0)), theta)
+    return theta
+
+
+def pairwise_principal_angles(W: object, heads: int | None = None) -> np.ndarray:
+    """Principal angles for every pair of heads, shape (H, H, d_k), ascending in the last axis."""
+    stack = orthonormal_heads(W, heads)  # validates rank with the head's index in the message
+    H = stack.shape[0]
+    out = np.zeros((H, H, stack.shape[2]))
+    for h in range(H):
+        for g in range(h + 1, H):
+            out[h, g] = out[g, h] = principal_angles(stack[h], stack[g])
+    return out
