@@ -203,7 +203,26 @@ def markdown_table(record: dict) -> str:
     return "\n".join(lines)
 
 
+def seed_study_table(record: dict) -> str:
+    """docs/validation.md table of the per-draw protocol: per cell, the draws on the
+    predicted side and every draw's rho."""
+    lines = ["| case | alpha/threshold | d | draws on the predicted side | per-draw rho |",
+             "|---|---|---|---|---|"]
+    for name in SEED_STUDY_CASES:
+        res = record.get("seed_study_" + name)
+        if res is None:
+            continue
+        for c in res["cells"]:
+            rhos = ", ".join(f"{r:.3g}" for r in c["ratios"])
+            lines.append(f"| {name} | {c['factor']:g} | {c['d']} | "
+                         f"{c['on_predicted_side']} / {c['draws']} | {rhos} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     import json
 
-    print(markdown_table(json.loads(RECORD.read_text())))
+    rec = json.loads(RECORD.read_text())
+    print(markdown_table(rec))
+    print()
+    print(seed_study_table(rec))
