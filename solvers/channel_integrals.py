@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-from amp_attention.channels.base import ChannelSE
+from amp_attention.channels.base import ChannelSE, overlap_split
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample")
 
@@ -176,10 +176,9 @@ class MonteCarloChannel:
     def test_error_at(self, m: float, q: float, Q0: float) -> float:
         """E||g(h(u*)) - g(h(omega))||^2 at overlaps (m, q) alone (no proximal solves),
         on the same draws as :meth:`se` (common random numbers: smooth in m, q)."""
-        if not (q > 0 and math.isfinite(q)) or m * m > q * Q0:
-            raise ValueError(f"test_error_at needs q > 0 and m^2 <= q Q0, got m={m!r}, q={q!r}")
-        slope = m / q
-        rest = Q0 - m * slope
+        if not (q > 0 and math.isfinite(q)):
+            raise ValueError(f"test_error_at needs q > 0, got q={q!r}")
+        slope, rest = overlap_split(m, q, Q0)
         vals = []
         for r in range(self.draws.replicas):
             omega = math.sqrt(q) * self.draws.omega[r]
@@ -190,15 +189,7 @@ class MonteCarloChannel:
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
             raise ValueError(f"the channel expectations need q >= 0 and V >= 0, got q={q!r}, V={V!r}")
-        if q == 0 and m != 0:
-            raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q=0)")
-        slope = m / q if q > 0 else 0.0  # q = 0: omega = 0 and u* is independent of it
-        rest = Q0 - m * slope
-        if rest < -1e-9 * Q0:
-            raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q={q!r}, Q0={Q0!r})")
-        # StateEvolution.valid admits m^2 <= q Q0 (1 + 1e-9): next to perfect recovery
-        # the fixed point sits at m^2 = q Q0 up to rounding, which is rest = 0.
-        rest = max(rest, 0.0)
+        slope, rest = overlap_split(m, q, Q0)  # q = 0: omega = 0, u* independent of it
         key = (m, q, V, Q0, alpha)
         if self._cache is not None and self._cache[0] == key:
             # The solver, the result assembly and the error propagation all ask

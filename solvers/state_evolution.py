@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from amp_attention.channels import channel_for
-from amp_attention.channels.base import ChannelSE
+from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE
 from amp_attention.denoisers import Frobenius, denoiser_for
 from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.spec import Problem
@@ -191,7 +191,7 @@ class StateEvolution:
 
     def valid(self, x: np.ndarray) -> bool:
         m, q, V = x
-        return bool(q >= 0 and V >= 0 and m * m <= q * self.Q0 * (1 + 1e-9) + 1e-300)
+        return bool(q >= 0 and V >= 0 and m * m <= q * self.Q0 * (1 + OVERLAP_RTOL) + 1e-300)
 
     def starts(self) -> dict[str, np.ndarray]:
         Q0 = self.Q0

@@ -88,3 +88,7 @@ def test_overlaps_at_the_perfect_recovery_edge_are_accepted_up_to_rounding():
     assert all(np.isfinite(getattr(out, f)) for f in SE_FIELDS)
     with pytest.raises(ValueError, match=r"m\^2 <= q Q0"):
         mc.se((q * Q0 * (1 + 1e-6)) ** 0.5, q, 0.5, Q0, 0.8)
+    # the overlap-only test error (decomposition's mismatch) uses the same constraint
+    assert np.isfinite(mc.test_error_at(m_edge, q, Q0))
+    with pytest.raises(ValueError, match=r"m\^2 <= q Q0"):
+        mc.test_error_at((q * Q0 * (1 + 1e-6)) ** 0.5, q, Q0)
