@@ -200,6 +200,54 @@ def _not_available(channel: str, exc: Exception) -> int:
 # --------------------------------------------------------------------------- parser
 
 
+class _GivenStore(argparse._StoreAction):
+    """``store`` that also records the flag as given on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _mark_given(namespace, self.dest)
+
+
+class _GivenStoreTrue(argparse._StoreTrueAction):
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _mark_given(namespace, self.dest)
+
+
+def _mark_given(namespace: argparse.Namespace, dest: str) -> None:
+    given = set(getattr(namespace, "_given", ()))
+    given.add(dest)
+    namespace._given = given
+
+
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the flag with destination ``dest`` was typed by the user (not a default)."""
+    return dest in getattr(args, "_given", ())
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose store actions remember which flags the user gave.
+
+    A flag that does not apply to the problem at hand is refused when given
+    (exit 2) instead of being accepted and ignored.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `--n 100` must not silently become `--n-values 100`
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("action", "store", _GivenStore)
+        self.register("action", None, _GivenStore)
+        self.register("action", "store_true", _GivenStoreTrue)
+
+
+def _refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> None:
+    """CLIError naming the first flag of ``dests`` the user gave, with ``why`` it does not apply."""
+    for dest in dests:
+        if given(args, dest):
+            raise CLIError(f"argument --{dest.replace('_', '-')}: {why}")
+
+
 class _Formatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         import shutil
@@ -208,9 +256,22 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=30, width=max(width, 60))
 
 
-def _problem_parent() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("problem (task, target, learner, sample ratio)")
+def _problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The problem flags shared by the subcommands, without those in ``omit`` (dests).
+
+    A subcommand that sets a parameter itself (a grid over alpha, lam -> 0+)
+    omits its flag, so that ``--help`` shows only the flags that apply.
+    """
+    p = _Parser(add_help=False)
+    group = p.add_argument_group("problem (task, target, learner, sample ratio)")
+
+    class _Group:
+        @staticmethod
+        def add_argument(flag: str, **kw: Any) -> None:
+            if flag.lstrip("-").replace("-", "_") not in omit:
+                group.add_argument(flag, **kw)
+
+    g = _Group()
     g.add_argument("--channel", choices=("linear", "softmax", "seq2lab"), default="linear",
                    help="output function g of h: linear y_ab = h_ab(S0), a <= b (K = L(L+1)/2 "
                         "outputs); softmax: seq2seq y = softmax_rows(beta h(S0)) (L^2 outputs); "
@@ -266,13 +327,15 @@ def _problem_parent() -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``amp-attention`` (exposed for documentation and tests)."""
-    parser = argparse.ArgumentParser(prog=PROG, description=TOP_DESCRIPTION,
-                                     formatter_class=_Formatter)
+    parser = _Parser(prog=PROG, description=TOP_DESCRIPTION, formatter_class=_Formatter)
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,scaling,quickstart}", required=True)
     problem = _problem_parent()
+    # subcommands that set alpha (and lam) themselves do not offer those flags
+    no_alpha = _problem_parent(omit=("alpha",))
+    no_alpha_lam = _problem_parent(omit=("alpha", "lam"))
 
     se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
                         help="state-evolution fixed point of one problem",
@@ -302,16 +365,19 @@ def build_parser() -> argparse.ArgumentParser:
     se.set_defaults(func=cmd_se)
     _add_erm_parser(sub, problem)
     _add_amp_parser(sub, problem)
-    _add_validate_parser(sub, problem)
+    _add_validate_parser(sub, no_alpha)
     _add_spectrum_parser(sub, problem)
-    _add_thresholds_parser(sub, problem)
-    _add_phase_diagram_parser(sub, problem)
-    _add_scaling_parser(sub, problem)
+    _add_thresholds_parser(sub, no_alpha_lam)
+    _add_phase_diagram_parser(sub, no_alpha_lam)
+    _add_scaling_parser(sub, _problem_parent(omit=("alpha", "target", "kappa0", "spikes")))
     _add_quickstart_parser(sub)
     from .heads.cli import add_heads_parser
 
     add_heads_parser(sub)
     return parser
+
+
+MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n")
 
 
 def _add_mc_group(parser: argparse.ArgumentParser) -> None:
@@ -410,7 +476,7 @@ def _add_validate_parser(sub, problem: argparse.ArgumentParser) -> None:
                        description=VALIDATE_DESCRIPTION)
     g = v.add_argument_group("sweep")
     g.add_argument("--alphas", type=float, nargs="+", default=[0.25, 0.5, 0.75, 1.0],
-                   metavar="ALPHA", help="sample ratios (default: 0.25 0.5 0.75 1)")
+                   metavar="ALPHA", help="sample ratios alpha = n/d^2 (default: 0.25 0.5 0.75 1)")
     g.add_argument("--d", type=int, nargs="+", default=[32, 48, 64], metavar="D",
                    help="dimensions (default: 32 48 64)")
     g.add_argument("--seeds", type=int, nargs="+", default=[3], metavar="S",
@@ -476,15 +542,17 @@ def _add_spectrum_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 
 THRESHOLDS_DESCRIPTION = f"""\
-Interpolation threshold alpha_interp (largest alpha at which ERM with lam -> 0+
-fits noisy labels exactly, e_train -> 0) and perfect-recovery threshold
-alpha_PR (smallest alpha at which ERM with lam -> 0+ recovers S0 from
-noiseless labels, e_test -> 0) from the lam -> 0+ limit equations of the SE
-(docs/theory.md section 12).  --alpha and --lam are ignored; alpha_PR uses the
-problem with Delta = 0.  Channels: linear, and softmax with its labels in the
-range of the softmax (--noise-at logit, or --noise 0).  With --kappa-grid,
---kappa0-grid or --noise-grid the thresholds are tabulated along that grid
-(CSV and PNG in --out).
+Interpolation threshold alpha_interp (largest sample ratio alpha = n/d^2 at
+which ERM with lam -> 0+ fits noisy labels exactly, e_train -> 0) and
+perfect-recovery threshold alpha_PR (smallest alpha at which ERM with lam -> 0+
+recovers S0 from noiseless labels, e_test -> 0) from the lam -> 0+ limit
+equations of the SE (docs/theory.md section 12).  alpha is the output and
+lam -> 0+, so neither is a flag here; alpha_PR uses the problem with Delta = 0.
+Any target works (wishart, spiked, powerlaw); --kappa0-grid needs a wishart or
+spiked target.  Channels: linear, and softmax with its labels in the range of
+the softmax (--noise-at logit, or --noise 0).  With --kappa-grid, --kappa0-grid
+or --noise-grid the thresholds are tabulated along that grid (CSV and PNG in
+--out).
 
 {MODEL}"""
 
@@ -529,8 +597,8 @@ def _add_phase_diagram_parser(sub, problem: argparse.ArgumentParser) -> None:
                         description=PHASE_DESCRIPTION)
     g = pd.add_argument_group("grid")
     g.add_argument("--alpha-range", type=float, nargs=3, default=[0.05, 1.5, 32],
-                   metavar=("LO", "HI", "N"), help="alpha grid: N points from LO to HI "
-                   "(default: 0.05 1.5 32)")
+                   metavar=("LO", "HI", "N"), help="grid of the sample ratio alpha = n/d^2: N "
+                   "points from LO to HI (default: 0.05 1.5 32)")
     g.add_argument("--alpha-spacing", choices=("linear", "log"), default="linear",
                    help="alpha grid spacing (default: linear)")
     g.add_argument("--lam-range", type=float, nargs=3, default=[1e-3, 1.0, 32],
@@ -581,6 +649,9 @@ def _add_scaling_parser(sub, problem: argparse.ArgumentParser) -> None:
                              "decomposition, fitted vs predicted exponent",
                         description=SCALING_DESCRIPTION)
     g = sc.add_argument_group("scaling")
+    g.add_argument("--target", choices=("powerlaw",), default="powerlaw",
+                   help="the target is a power law s_k = c k^-gamma, k <= p0 (see --gamma, "
+                        "--p0, --Q0, --target-d) (default: powerlaw)")
     g.add_argument("--alpha-range", type=float, nargs=3, default=[0.5, 50.0, 40],
                    metavar=("LO", "HI", "N"),
                    help="N log-spaced alpha = n/d^2 from LO to HI (default: 0.5 50 40)")
@@ -617,6 +688,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
     from .spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
 
+    if args.channel == "linear":
+        _refuse_given(args, ("beta",), "applies only to --channel softmax or seq2lab (the linear "
+                                       "channel has no temperature)")
+        _refuse_given(args, MC_DESTS, "applies only to --channel softmax or seq2lab (the linear "
+                                      "channel's integrals are in closed form)")
+    if args.learner == "elementwise":
+        _refuse_given(args, ("kappa",), "applies only to --learner factorised (the elementwise "
+                                        "learner has no width)")
     try:
         task = Task(channel=args.channel, L=args.L, beta=args.beta, noise=args.noise,
                     noise_at=args.noise_at)
@@ -652,11 +731,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
         except ValueError as exc:
             raise _flag_error(exc, _POWERLAW_FLAGS) from None
     try:
-        learner = Learner(kappa=args.kappa, lam=args.lam, parameterisation=args.learner)
+        learner = Learner(kappa=args.kappa, lam=getattr(args, "lam", 0.0),
+                          parameterisation=args.learner)
     except ValueError as exc:
         raise _flag_error(exc, _LEARNER_FLAGS) from None
     try:
-        return Problem(task, target, learner, alpha=args.alpha if alpha is None else alpha)
+        # subcommands without --alpha (grids, lam -> 0+ limits) set alpha per point
+        alpha = getattr(args, "alpha", 0.5) if alpha is None else alpha
+        return Problem(task, target, learner, alpha=alpha)
     except ValueError as exc:
         raise _flag_error(exc, _PROBLEM_FLAGS) from None
 
@@ -879,6 +961,11 @@ def cmd_erm(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _flag_error(exc, {"d": "--d"}) from None
     if args.seeds is not None:
+        _refuse_given(args, ("seed0",), "applies only with --n-seeds (--seeds lists the seeds)")
+    if problem.task.channel == "linear":
+        _refuse_given(args, ("restarts",), "applies only to the non-linear channels (the linear "
+                                           "channel's ERM is convex and starts once)")
+    if args.seeds is not None:
         seeds = list(args.seeds)
         flag = "--seeds"
     else:
@@ -950,6 +1037,9 @@ def cmd_amp(args: argparse.Namespace) -> int:
         raise _flag_error(exc, {"d": "--d", "seed": "--seed"}) from None
     _check_min_int("--n-test", args.n_test, 1)
     _check_min_int("--se-iterates", args.se_iterates, 0)
+    if args.damping != 1.0:
+        _refuse_given(args, ("se_iterates",), "applies only with --damping 1 (the SE iterates "
+                                              "are those of the undamped iteration)")
     try:
         opts = GAMPOptions(max_iter=args.iterations, tol=args.tol, damping=args.damping, V0=args.V0)
     except ValueError as exc:
@@ -1053,6 +1143,9 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
 
     from .adam import AdamOptions
 
+    if not args.simulate:
+        _refuse_given(args, ("d", "seeds", "target_spectrum", "lr", "lr_min", "zero_tol", "bins"),
+                      "applies only with --simulate (without it only the prediction is written)")
     problem = problem_from_args(args)
     try:
         adam = AdamOptions(lr=args.lr, lr_min=args.lr_min)
@@ -1122,14 +1215,24 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
     """``amp-attention thresholds``: alpha_interp and alpha_PR, optionally along a grid."""
     import dataclasses
 
-    from .spec import WishartTarget
-
-    problem = problem_from_args(args)
     grids = [(name, vals) for name, vals in (("kappa", args.kappa_grid), ("kappa0", args.kappa0_grid),
                                              ("noise", args.noise_grid)) if vals]
     if len(grids) > 1:
         raise CLIError("argument --kappa-grid/--kappa0-grid/--noise-grid: give at most one grid")
-    params = problem.to_dict()
+    if grids:
+        name = grids[0][0]
+        # the grid sets this parameter: a value given for it as well would be ignored
+        _refuse_given(args, (name,), f"not allowed with --{name}-grid, which sets {name}")
+        if name == "kappa0" and args.target not in ("wishart", "spiked"):
+            raise CLIError(f"argument --kappa0-grid: kappa0 is the width of a wishart or spiked "
+                           f"target; --target {args.target} has none (tabulate over --kappa-grid "
+                           "or --noise-grid, or run one point per target)")
+    else:
+        _refuse_given(args, ("out",), "applies only with a grid (--kappa-grid, --kappa0-grid or "
+                                      "--noise-grid); a single point is printed")
+    problem = problem_from_args(args)
+    # alpha and lam are not inputs here: alpha is the output, lam -> 0+
+    params = {k: v for k, v in problem.to_dict().items() if k not in ("alpha", "lam")}
     if not grids:
         row = _threshold_row(problem)
         if args.json:
@@ -1149,8 +1252,8 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
         try:
             if name == "kappa":
                 p = dataclasses.replace(problem, learner=dataclasses.replace(problem.learner, kappa=v))
-            elif name == "kappa0":
-                p = dataclasses.replace(problem, target=WishartTarget(v))
+            elif name == "kappa0":  # the target keeps its kind (and its spikes)
+                p = dataclasses.replace(problem, target=dataclasses.replace(problem.target, kappa0=v))
             else:
                 p = dataclasses.replace(problem, task=dataclasses.replace(problem.task, noise=v))
         except ValueError as exc:
@@ -1213,6 +1316,9 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     _check_min_int("--workers", args.workers, 0)
     if args.scheduler and args.dask_local:
         raise CLIError("argument --scheduler: not allowed with --dask-local")
+    if args.scheduler:
+        _refuse_given(args, ("workers",), "not allowed with --scheduler (the cluster's workers "
+                                          "run the sweeps)")
     try:
         plan = PhaseDiagramPlan(problem, alphas, lams, args.tol, args.max_iter,
                                 _mc_options(args) if problem.task.channel != "linear" else None)
@@ -1258,11 +1364,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
     from . import plotting
 
-    # The target is always a power law here.  (Not via set_defaults: the problem
-    # flags' actions are shared by every subcommand, so that would change theirs.)
-    if args.target != "wishart" and args.target != "powerlaw":
-        raise CLIError(f"argument --target: scaling needs --target powerlaw (got {args.target})")
-    args.target = "powerlaw"
+    args.kappa0 = args.spikes = None  # not flags of scaling: its target is a power law
     problem = problem_from_args(args)
     lo, hi, n_pts = args.alpha_range
     if not (0 < lo < hi and n_pts == int(n_pts) and n_pts >= 3):

@@ -55,6 +55,16 @@ class SpectralMeasure(ABC):
     def moment(self, k: int) -> float:
         """int s^k dnu(s) for k = 1, 2."""
 
+    def smallest_positive(self) -> float | None:
+        """The infimum of the positive part of the support, where known in closed form
+        (None otherwise); with :meth:`positive_mass` it decides whether a limit that
+        needs sigma << every non-zero eigenvalue is resolved."""
+        return None
+
+    def positive_mass(self) -> float | None:
+        """The mass of the positive eigenvalues (the rank fraction of S0), or None."""
+        return None
+
     @abstractmethod
     def scaled(self, a: float) -> "SpectralMeasure":
         """The law of a*s for s ~ nu (a > 0)."""
@@ -258,6 +268,13 @@ class DiscreteMeasure(SpectralMeasure):
         from ._subordination_kernels import solve_v_discrete
 
         return solve_v_discrete(np.ascontiguousarray(u, dtype=float), float(qh), self.points, self.weights)
+
+    def smallest_positive(self) -> float | None:
+        pos = self.points[self.points > 0]
+        return float(pos[0]) if pos.size else None
+
+    def positive_mass(self) -> float:
+        return float(np.sum(self.weights[self.points > 0]))
 
     def scaled(self, a: float) -> "DiscreteMeasure":
         return DiscreteMeasure(self.points * a, self.weights)

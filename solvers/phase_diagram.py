@@ -105,10 +105,22 @@ class PhaseDiagramPlan:
         return dataclasses.replace(self.problem, alpha=self.alphas[i], learner=learner)
 
     def to_dict(self) -> dict:
-        return {"problem": self.problem.to_dict(), "alphas": list(self.alphas),
+        return {"problem": _grid_free(self.problem.to_dict()), "alphas": list(self.alphas),
                 "lams": list(self.lams), "tol": self.tol, "max_iter": self.max_iter,
                 "mc": None if self.mc is None else dataclasses.asdict(self.mc),
                 "hysteresis_rtol": self.hysteresis_rtol}
+
+
+def _grid_free(problem: dict) -> dict:
+    """The problem's parameters without alpha and lam, which the grid sets per point."""
+    return {k: v for k, v in problem.items() if k not in ("alpha", "lam")}
+
+
+def _same_plan(old: dict | None, new: dict) -> bool:
+    # directories written before the grid-free record kept the placeholder alpha and lam
+    if not isinstance(old, dict) or not isinstance(old.get("problem"), dict):
+        return False
+    return {**old, "problem": _grid_free(old["problem"])} == json.loads(json.dumps(new))
 
 
 def point_file(out: Path, j: int, direction: str, i: int) -> Path:
@@ -174,7 +186,7 @@ def run_phase_diagram(
     plan_dict = plan.to_dict()
     if meta_path.exists():
         old = json.loads(meta_path.read_text())
-        if old.get("plan") != json.loads(json.dumps(plan_dict)):
+        if not _same_plan(old.get("plan"), plan_dict):
             raise ValueError(f"{out} holds a phase diagram of other parameters; use another "
                              "output directory")
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})

@@ -50,6 +50,9 @@ from amp_attention.spec import Problem, Task
 from amp_attention.targets import target_measure
 
 THRESHOLD_KINDS = ("interpolation", "perfect_recovery")
+# A non-zero target eigenvalue counts as resolved by the sigma -> 0 extrapolation
+# when it exceeds this many times the largest sigma used.
+RESOLVED_SIGMAS = 10.0
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,24 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     if problem.learner.parameterisation == "elementwise":
         return _elementwise("perfect_recovery", geo)
     r = geo.rank
+    measure = target_measure(problem.target)
+    s_min, rank_fraction = measure.smallest_positive(), measure.positive_mass()
+    if s_min is not None and not problem.learner.rank_capped:
+        # Finitely many atoms, all non-zero ones >= s_min > 0: as sigma -> 0 every one of
+        # them is resolved and Phi is that of the descent cone of the trace norm at a
+        # matrix of this rank fraction, whatever the atoms.  The quadrature route would
+        # need sigma << s_min, where E = Q0 - 2m + q cancels below its accuracy.
+        res = minimize_scalar(lambda t: descent_cone_mse_ratio(rank_fraction, t),
+                              bounds=(0.0, 6.0), method="bounded", options={"xatol": 1e-9})
+        tau, phi = float(res.x), float(res.fun)
+        phi0 = descent_cone_mse_ratio(rank_fraction, 0.0)
+        if phi0 < phi:
+            tau, phi = 0.0, phi0
+        method = (f"lam -> 0+ limit, Delta = 0: min over tau of the descent-cone Phi(tau) of "
+                  f"a target of rank fraction {rank_fraction:.6g} (all its non-zero "
+                  f"eigenvalues >= {s_min:.3g} > 0, no rank cap; {geo.description})")
+        return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
+                               bool(res.success), "converged" if res.success else str(res.message))
     res = minimize_scalar(lambda t: recovery_mse_ratio(problem, t, sigma), bounds=(0.0, 6.0),
                           method="bounded", options={"xatol": 1e-7})
     tau, phi = float(res.x), float(res.fun)
@@ -220,5 +241,14 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
         tau, phi = 0.0, phi0
     method = (f"lam -> 0+ limit, Delta = 0: min over tau of Phi(tau) = lim E/sigma^2 "
               f"(Richardson from sigma = {sigma:g}, {2 * sigma:g}; {geo.description})")
+    converged, status = bool(res.success), "converged" if res.success else str(res.message)
+    if s_min is not None and s_min < RESOLVED_SIGMAS * 2.0 * sigma:
+        # eigenvalues within a few sigma of 0 act as zeros at this sigma: the value is
+        # the threshold of another (lower-rank) target, not the sigma -> 0 limit
+        n_low = int(np.sum((measure.points > 0) & (measure.points < RESOLVED_SIGMAS * 2.0 * sigma)))
+        converged = False
+        status = (f"unresolved: {n_low} non-zero target eigenvalue(s) lie below "
+                  f"{RESOLVED_SIGMAS:g} x sigma = {RESOLVED_SIGMAS * 2.0 * sigma:.3g} (smallest "
+                  f"{s_min:.3g}), so the sigma -> 0 limit is not reached with a rank cap")
     return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
-                           bool(res.success), "converged" if res.success else str(res.message))
+                           converged, status)

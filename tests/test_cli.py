@@ -375,3 +375,114 @@ def test_package_does_not_import_solvers() -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
+
+
+# --------------------------------------------------------------------------- flags that do not apply
+
+
+@pytest.mark.parametrize("argv, flag", [
+    # the grid would replace the power-law target by a Wishart one (it printed Wishart numbers
+    # under a power-law header)
+    (["thresholds", "--kappa0-grid", "0.5", "1", "--target", "powerlaw", "--gamma", "2"],
+     "--kappa0-grid"),
+    (["thresholds", "--kappa0", "0.3", "--kappa0-grid", "0.5", "1"], "--kappa0"),
+    (["thresholds", "--kappa", "0.3", "--kappa-grid", "0.5", "1"], "--kappa"),
+    (["thresholds", "--noise", "0.3", "--noise-grid", "0.5", "1"], "--noise"),
+    (["thresholds", "--out", "never-written"], "--out"),
+    (["se", "--beta", "2"], "--beta"),
+    (["se", "--mc-log2n", "10"], "--mc-log2n"),
+    (["se", "--learner", "elementwise", "--kappa", "0.5"], "--kappa"),
+    (["erm", "--seeds", "1", "2", "--seed0", "3"], "--seed0"),
+    (["erm", "--restarts", "2"], "--restarts"),
+    (["spectrum", "--d", "100"], "--d"),
+    (["spectrum", "--bins", "20"], "--bins"),
+    (["phase-diagram", "--scheduler", "tcp://127.0.0.1:1", "--workers", "3"], "--workers"),
+    (["amp", "--damping", "0.5", "--se-iterates", "4"], "--se-iterates"),
+    (["heads", "rotation", "--bandwidth", "1"], "--bandwidth"),
+])
+def test_a_flag_that_would_be_ignored_is_refused(capsys, tmp_path: Path, monkeypatch, argv, flag) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert_one_line_error(err, f"argument {flag}")
+    assert list(tmp_path.iterdir()) == []  # refused before anything was computed or written
+
+
+@pytest.mark.parametrize("argv, absent", [
+    (["thresholds"], ("--alpha ", "--lam ")),
+    (["phase-diagram"], ("--alpha ", "--lam ")),
+    (["validate"], ("--alpha ",)),
+    (["scaling"], ("--alpha ", "--kappa0", "--spikes")),
+    (["heads", "allocation"], ("--n ", "--n-val ")),
+    (["heads", "rotation"], ("--n-val ",)),
+])
+def test_help_lists_only_the_flags_that_apply(capsys, argv, absent) -> None:
+    code, out, _ = run(capsys, *argv, "--help")
+    assert code == 0
+    for flag in absent:
+        assert flag not in out, flag
+    code, _, err = run(capsys, *argv, absent[0].strip(), "1")
+    assert code == 2 and "unrecognized arguments" in err
+
+
+def test_abbreviated_flags_are_not_expanded(capsys) -> None:
+    # `--n 100` used to be read as `--n-values 100` in heads allocation
+    code, _, err = run(capsys, "heads", "allocation", "--n", "100")
+    assert code == 2 and "unrecognized arguments: --n 100" in err
+    code, _, err = run(capsys, "se", "--alph", "0.3")
+    assert code == 2
+
+
+def test_scaling_takes_only_a_power_law_target(capsys) -> None:
+    code, _, err = run(capsys, "scaling", "--target", "wishart")
+    assert code == 2 and "argument --target: invalid choice: 'wishart'" in err
+
+
+def test_flags_given_where_they_apply_are_used(capsys) -> None:
+    from amp_attention.cli import build_parser, problem_from_args
+
+    args = build_parser().parse_args(["se", "--channel", "softmax", "--L", "2", "--beta", "2",
+                                      "--mc-log2n", "10"])
+    assert problem_from_args(args).task.beta == 2.0 and args.mc_log2n == 10
+    args = build_parser().parse_args(["se", "--learner", "elementwise", "--lam", "0.2"])
+    assert problem_from_args(args).learner.lam == 0.2
+
+
+def test_thresholds_power_law_target_is_the_one_solved(capsys) -> None:
+    # Reference: the trace-norm descent cone depends only on the rank of S0, so a power-law
+    # target of rank p0 = 20 of d = 40 has the alpha_PR of any rank-1/2 target: the
+    # closed form min_tau Phi(tau)/2 of docs/theory.md section 12, evaluated here by
+    # direct quadrature (independent of the SE denoiser machinery).
+    from scipy.integrate import quad
+    from scipy.optimize import minimize_scalar
+
+    def phi(k0: float, tau: float) -> float:
+        s2 = 1 - k0
+        R = 2 * np.sqrt(s2)
+        null = quad(lambda x: (x - tau) ** 2 * np.sqrt(max(R * R - x * x, 0)) / (2 * np.pi * s2),
+                    min(tau, R), R)[0] if tau < R else 0.0
+        return k0 * k0 + k0 * tau * tau + 2 * k0 * s2 + s2 * null
+
+    ref = minimize_scalar(lambda t: phi(0.5, t), bounds=(0, 3), method="bounded").fun / 2
+    code, out, err = run(capsys, "thresholds", "--target", "powerlaw", "--gamma", "2",
+                         "--target-d", "40", "--p0", "20", "--json")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["params"]["target"]["kind"] == "powerlaw"
+    assert "alpha" not in payload["params"] and "lam" not in payload["params"]
+    assert payload["alpha_PR"] == pytest.approx(ref, rel=1e-6)
+    # full rank: the parameter count d(d+1)/2, i.e. alpha_PR = 1/2 for K = 1; the quadrature
+    # route at sigma = 1e-3 gave 0.4977 here (174 of the 200 atoms lie below 10 sigma)
+    code, out, err = run(capsys, "thresholds", "--target", "powerlaw", "--gamma", "2",
+                         "--target-d", "200", "--json")
+    assert code == 0, err
+    assert json.loads(out)["alpha_PR"] == pytest.approx(0.5, rel=1e-6)
+
+
+def test_thresholds_kappa0_grid_keeps_a_spiked_target(capsys) -> None:
+    code, out, err = run(capsys, "thresholds", "--target", "spiked", "--spikes", "5",
+                         "--kappa0-grid", "0.5", "--json")
+    assert code == 0, err
+    payload = json.loads(out)
+    assert payload["params"]["target"]["kind"] == "spiked"
+    assert payload["rows"][0]["alpha_PR_detail"]["converged"]

@@ -125,8 +125,7 @@ def add_heads_parser(sub: Any) -> None:
                           "and .png (overlap heat map)")
     hdi.set_defaults(func=cmd_hdi)
 
-    sim = _simulation_parent()
-    rot = modes.add_parser("rotation", parents=[sim], formatter_class=_Formatter,
+    rot = modes.add_parser("rotation", parents=[_simulation_parent("rotation")], formatter_class=_Formatter,
                            help="ensemble MSE and decomposition vs HDI (identical -> orthogonal)",
                            description=ROTATION_DESCRIPTION)
     g = rot.add_argument_group("rotation sweep")
@@ -139,7 +138,7 @@ def add_heads_parser(sub: Any) -> None:
                         "expectation 0); default: all heads share the training data")
     rot.set_defaults(func=cmd_rotation)
 
-    alloc = modes.add_parser("allocation", parents=[sim], formatter_class=_Formatter,
+    alloc = modes.add_parser("allocation", parents=[_simulation_parent("allocation")], formatter_class=_Formatter,
                              help="MSE vs H at fixed D = H d_k; empirical argmin vs the law",
                              description=ALLOCATION_DESCRIPTION)
     g = alloc.add_argument_group("allocation sweep")
@@ -148,7 +147,7 @@ def add_heads_parser(sub: Any) -> None:
                    help="training-set sizes n to sweep, each >= 2 (default: 250 1000)")
     alloc.set_defaults(func=cmd_allocation)
 
-    wt = modes.add_parser("weighting", parents=[sim], formatter_class=_Formatter,
+    wt = modes.add_parser("weighting", parents=[_simulation_parent("weighting")], formatter_class=_Formatter,
                           help="uniform / geometric / Fibonacci weights over ranked heads",
                           description=WEIGHTING_DESCRIPTION)
     g = wt.add_argument_group("weighting comparison")
@@ -161,14 +160,25 @@ def add_heads_parser(sub: Any) -> None:
     wt.set_defaults(func=cmd_weighting)
 
 
-def _simulation_parent() -> argparse.ArgumentParser:
+def _simulation_parent(mode: str) -> argparse.ArgumentParser:
+    """The flags of the simulation modes; each mode gets only those it reads."""
     p = argparse.ArgumentParser(add_help=False)
-    g = p.add_argument_group("synthetic task (docs/heads.md)")
+    group = p.add_argument_group("synthetic task (docs/heads.md)")
+    # allocation sweeps --n-values; only weighting ranks heads on validation points
+    omit = {"allocation": ("--n", "--n-val"), "rotation": ("--n-val",)}.get(mode, ())
+
+    class _Group:
+        @staticmethod
+        def add_argument(flag: str, **kw: Any) -> None:
+            if flag not in omit:
+                group.add_argument(flag, **kw)
+
+    g = _Group()
     g.add_argument("--d-model", type=int, default=None, metavar="D_MODEL",
                    help="input dimension (default: rotation (H+1) d_k, allocation D, "
                         "weighting H d_k)")
     g.add_argument("--n", type=int, default=200,
-                   help="training points per draw (default: 200; allocation uses --n-values)")
+                   help="training points per draw (default: 200)")
     g.add_argument("--m", type=int, default=200, help="fixed test points (default: 200)")
     g.add_argument("--sigma", type=float, default=1.0,
                    help="label-noise standard deviation, >= 0 (default: 1)")
@@ -177,8 +187,7 @@ def _simulation_parent() -> argparse.ArgumentParser:
     g.add_argument("--omega", type=float, default=1.0,
                    help="target frequency, g = sqrt(2/s) sum sin(omega u_j^T x) (default: 1)")
     g.add_argument("--n-val", type=int, default=200,
-                   help="validation points per draw for ranking heads; weighting mode only "
-                        "(default: 200)")
+                   help="validation points per draw for ranking heads (default: 200)")
     g = p.add_argument_group("kernel of each head")
     g.add_argument("--kernel", choices=("softmax", "gaussian"), default="softmax",
                    help="softmax: attention, logits <W^T x, W^T x_i>/tau; gaussian: "
@@ -289,9 +298,9 @@ def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None):
     try:
         task = NWTask(d_model=d_model, n=args.n if n is None else n, m=args.m, sigma=args.sigma,
                       intrinsic_dim=args.intrinsic_dim, omega=args.omega,
-                      # validation points only serve to rank heads; elsewhere they would
-                      # just cost predictions
-                      n_val=args.n_val if args.heads_mode == "weighting" else 0,
+                      # only the weighting mode has --n-val: validation points serve to
+                      # rank heads, elsewhere they would just cost predictions
+                      n_val=getattr(args, "n_val", 0),
                       seed=args.seed)
         kernel = NWKernel(args.kernel, tau=args.tau, bandwidth=args.bandwidth,
                           tau_factor=args.tau_factor)

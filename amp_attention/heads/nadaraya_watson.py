@@ -53,8 +53,8 @@ class NWKernel:
     """Kernel of an NW head: ``kind`` in {"softmax", "gaussian"}.
 
     ``tau`` is the softmax temperature (None: c sqrt(d_k)); ``bandwidth`` is the
-    Gaussian b (None: b^2 = c sqrt(d_k), matching the default tau).  Only the
-    parameter of the chosen kind is used.  ``tau_factor`` = c (default 1)
+    Gaussian b (None: b^2 = c sqrt(d_k), matching the default tau).  Giving the
+    parameter of the other kind is an error (it would be ignored).  ``tau_factor`` = c (default 1)
     sharpens (c < 1) or flattens (c > 1) the default while keeping its
     sqrt(d_k) dependence, which is what an allocation sweep over d_k needs;
     it cannot be combined with an explicit tau or bandwidth.
@@ -75,6 +75,12 @@ class NWKernel:
             raise ValueError("tau_factor must be a real number > 0 (allowed range (0, inf)), "
                              "got None")
         object.__setattr__(self, "tau_factor", factor)
+        if self.kind == "softmax" and self.bandwidth is not None:
+            raise ValueError("bandwidth applies only to kind 'gaussian' (the softmax kernel "
+                             "uses tau)")
+        if self.kind == "gaussian" and self.tau is not None:
+            raise ValueError("tau applies only to kind 'softmax' (the gaussian kernel uses "
+                             "bandwidth)")
         explicit = self.tau if self.kind == "softmax" else self.bandwidth
         if explicit is not None and factor != 1.0:
             raise ValueError("tau_factor must be 1 when an explicit tau (softmax) or bandwidth "
