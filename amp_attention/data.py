@@ -84,6 +84,34 @@ def _rotate(s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 TARGET_SPECTRA = ("sampled", "quantile")
 
 
+def target_eigenvalues(target: Target, d: int) -> np.ndarray:
+    """The d eigenvalues (ascending) of the deterministic finite-d target: the
+    quantiles of a Wishart law (with its atom), the spiked target's bulk quantiles
+    with the top ones replaced by the spikes, the power law re-evaluated at
+    dimension d with p0 scaled proportionally, or a custom list's quantiles.
+    These are the eigenvalues of :func:`sample_target_matrix` with
+    ``spectrum="quantile"`` (for the power law and custom lists: with any)."""
+    from .targets import target_measure
+
+    d = check_dimension(d, minimum=1)
+    if isinstance(target, WishartTarget):
+        return np.sort(target_measure(target).quantiles(d))
+    if isinstance(target, SpikedTarget):
+        if d <= len(target.spikes):
+            raise ValueError(f"d must exceed the number of spikes ({len(target.spikes)}), got {d}")
+        s = np.sort(target_measure(target).quantiles(d))
+        s[d - len(target.spikes):] = np.sort(np.asarray(target.spikes))
+        return np.sort(s)
+    if isinstance(target, PowerLawTarget):
+        p0 = max(1, int(round(target.p0 * d / target.d)))
+        return np.sort(dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues())
+    if isinstance(target, CustomTarget):
+        positions, weights = target.atoms()
+        return np.sort(quantile_eigenvalues(positions, weights, d))
+    raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
+                     f"got {type(target).__name__}")
+
+
 def sample_target_matrix(
     target: Target, d: int, rng: np.random.Generator, spectrum: str = "sampled"
 ) -> np.ndarray:

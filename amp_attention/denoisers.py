@@ -76,13 +76,15 @@ class NuclearNormPSD:
         return max(1, int(round(self.kappa * d))) if self.rank_capped else None
 
     # ---------------------------------------------------------------- finite d
-    def matrix_map(self, B: np.ndarray, Vh: float) -> tuple[np.ndarray, float]:
+    def matrix_map(self, B: np.ndarray, Vh: float, *, with_spectrum: bool = False):
         """(Shat, V) for a d x d symmetric B: Shat = U f(Lambda) U^T and
-        V = (2/d^2)[sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)]."""
+        V = (2/d^2)[sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)];
+        with ``with_spectrum`` also the eigenvalues f(nu) of Shat."""
         d = B.shape[0]
         S, nu, f = psd_soft_threshold(B, 2.0 * self.lam, Vh, self.rank(d))
         fprime = np.where(f > 0, 1.0 / Vh, 0.0)
-        return S, spectral_divergence(nu, f, fprime)
+        V = spectral_divergence(nu, f, fprime)
+        return (S, V, f) if with_spectrum else (S, V)
 
     # ------------------------------------------------------------- asymptotic
     def cutoff(self, law: SemicircleFreeConvolution) -> float:
@@ -133,12 +135,17 @@ class Frobenius:
         if not (math.isfinite(self.lam) and self.lam >= 0):
             raise ValueError(f"lam must be in [0, inf), got {self.lam!r}")
 
-    def matrix_map(self, B: np.ndarray, Vh: float) -> tuple[np.ndarray, float]:
+    def matrix_map(self, B: np.ndarray, Vh: float, *, with_spectrum: bool = False):
         B = np.asarray(B, dtype=float)
         d = B.shape[0]
         c = 1.0 / (Vh + 2.0 * self.lam)
+        S = c * 0.5 * (B + B.T)
         # The divergence of a linear map c*B is c (d(d+1)/2 / (d^2/2) -> 1 + 1/d).
-        return c * 0.5 * (B + B.T), c * (d + 1) / d
+        V = c * (d + 1) / d
+        return (S, V, np.linalg.eigvalsh(S)) if with_spectrum else (S, V)
+
+    def rank(self, d: int) -> None:
+        return None
 
     def functionals(
         self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11

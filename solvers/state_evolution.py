@@ -22,10 +22,12 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE
+from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import Frobenius, denoiser_for
+from amp_attention.finite_size import FiniteSizeDenoiser, FiniteSizeOptions
 from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.spec import Problem
-from amp_attention.targets import target_measure
+from amp_attention.targets import DiscreteMeasure, target_measure
 
 from .fixed_point import solve_fixed_point, solve_fixed_point_quasi_newton
 
@@ -88,6 +90,12 @@ class SEResult:
     #: the fixed-point method that produced the point: "anderson", "damped", or
     #: "damped after anderson failed: <its status>" (the safeguarded fallback)
     method: str = ""
+    #: finite-d prediction mode: its options (d, draws, seed), None for d -> infinity
+    finite_d: dict[str, int] | None = None
+    #: finite-d mode: the GOE-sampling error of every field, propagated through the
+    #: fixed point, and how it was obtained
+    sampling_stderr: dict[str, float] | None = None
+    sampling_error_method: str = ""
     spectrum: SpectrumPrediction | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -152,8 +160,10 @@ class StateEvolution:
     the others are integrated by RQMC with common random numbers.
     """
 
-    def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None, channel=None):
+    def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None, channel=None,
+                 finite_d: FiniteSizeOptions | None = None):
         self.problem = problem
+        self.finite_d = finite_d
         # ``channel`` overrides the task's channel (e.g. a user-defined one).
         channel = channel_for(problem.task) if channel is None else channel
         if not hasattr(channel, "se"):
@@ -168,6 +178,11 @@ class StateEvolution:
         self.mc = mc
         self.denoiser = denoiser_for(problem.learner)
         self.target = target_measure(problem.target)
+        if finite_d is not None:
+            # the prior side at the experiment's d: the target's d eigenvalues, GOE draws
+            s = target_eigenvalues(problem.target, finite_d.d)
+            self.target = DiscreteMeasure(s)
+            self.denoiser = FiniteSizeDenoiser(self.denoiser, s, finite_d)
         self.Q0 = self.target.moment(2)
         self.alpha = problem.alpha
 
@@ -176,7 +191,8 @@ class StateEvolution:
         if self.mc is None or not hasattr(self.channel, "prefix") \
                 or self.mc.coarse_log2_n >= self.channel.log2_n:
             return None
-        return StateEvolution(self.problem, channel=self.channel.prefix(self.mc.coarse_log2_n))
+        return StateEvolution(self.problem, channel=self.channel.prefix(self.mc.coarse_log2_n),
+                              finite_d=self.finite_d)
 
     def hats(self, x: np.ndarray):
         m, q, V = (float(v) for v in x)
@@ -203,7 +219,7 @@ class StateEvolution:
     def penalty_per_sample(self, trace_per_d: float, q: float) -> float:
         """lam d Tr(S)/n (nuclear) or lam d ||S||_F^2 / (2 n) (Frobenius), n = alpha d^2."""
         lam = self.problem.learner.lam
-        if isinstance(self.denoiser, Frobenius):
+        if self.problem.learner.parameterisation == "elementwise":
             return lam * q / (2.0 * self.alpha)
         return lam * trace_per_d / self.alpha
 
@@ -311,6 +327,7 @@ def solve_state_evolution(
     mc: MonteCarloOptions | None = None,
     channel=None,
     x0=None,
+    finite_d: FiniteSizeOptions | None = None,
 ) -> SEResult:
     """Solve the SE fixed point of ``problem`` (THEORY 4.3).
 
@@ -325,10 +342,19 @@ def solve_state_evolution(
     :class:`~amp_attention.channels.custom.CustomChannel`).  ``x0 = (m, q, V)``
     (e.g. the fixed point of a neighbouring problem, for continuation) replaces
     ``start``: one solve from x0, reported with ``start="warm"``.
+
+    ``finite_d`` (:class:`~amp_attention.finite_size.FiniteSizeOptions`) is the
+    finite-d prediction mode: the denoiser functionals are averaged over
+    ``finite_d.draws`` sampled GOE matrices at dimension ``finite_d.d`` with
+    the target's own d eigenvalues, instead of the deterministic equivalent
+    (d -> infinity); ``sampling_stderr`` reports the propagated sampling error.
     """
     _check_solver_options(method, start, tol, max_iter, damping)
+    if finite_d is not None and spectrum:
+        raise ValueError("spectrum: the predicted spectra come from the deterministic "
+                         "equivalent; solve without finite_d for them")
     t0 = time.perf_counter()
-    se = StateEvolution(problem, mc, channel)
+    se = StateEvolution(problem, mc, channel, finite_d)
     starts = se.starts()
     if x0 is not None:
         x0 = np.asarray(x0, dtype=float)
@@ -370,7 +396,15 @@ def solve_state_evolution(
             mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
             mc_stderr, mc_method = None, f"unavailable: {exc}"
+    sampling_stderr, sampling_method = None, ""
+    if finite_d is not None:
+        try:
+            sampling_stderr, sampling_method = propagated_sampling_stderr(se, rep.x)
+        except ValueError as exc:
+            sampling_method = f"unavailable: {exc}"
     return SEResult(**fields, converged=rep.converged, iterations=rep.iterations,
+                    sampling_stderr=sampling_stderr, sampling_error_method=sampling_method,
+                    finite_d=None if finite_d is None else asdict(finite_d),
                     residual=rep.residual, status=rep.status, start=best_name,
                     metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
                     mc_error_method=mc_method, mc_failed_prox=failed,
@@ -383,13 +417,16 @@ MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_erro
              "matrix_mse", "loss", "trace_per_d", "rank_fraction")
 
 
-def _observables(se: StateEvolution, ch: ChannelSE) -> np.ndarray:
-    """Every MC_FIELDS quantity from channel-side values ``ch`` (denoiser applied)."""
-    den = se.overlaps(ch)
-    return np.array([den.m, den.q, den.V, ch.m_hat, ch.q_hat, ch.V_hat, ch.train_error,
-                     ch.test_error, se.Q0 - 2.0 * den.m + den.q,
-                     ch.loss_per_sample + se.penalty_per_sample(den.trace_per_d, den.q),
-                     den.trace_per_d, den.rank_fraction])
+def _observables(se: StateEvolution, ch: ChannelSE, den=None) -> np.ndarray:
+    """Every MC_FIELDS quantity from channel-side values ``ch`` and the denoiser's
+    output ``den`` (m, q, V, trace_per_d, rank_fraction; default: applied to ch)."""
+    if den is None:
+        d = se.overlaps(ch)
+        den = (d.m, d.q, d.V, d.trace_per_d, d.rank_fraction)
+    m, q, V, trace, rank = den
+    return np.array([m, q, V, ch.m_hat, ch.q_hat, ch.V_hat, ch.train_error,
+                     ch.test_error, se.Q0 - 2.0 * m + q,
+                     ch.loss_per_sample + se.penalty_per_sample(trace, q), trace, rank])
 
 
 def _observable_jacobian(se: StateEvolution, x: np.ndarray, rel_step: float = 1e-3) -> np.ndarray | str:
@@ -441,10 +478,27 @@ def propagated_mc_stderr(
     x = np.asarray(x, dtype=float)
     O0 = _observables(se, se.hats(x))
     reps = np.array(se.channel.last_replicas, copy=True)
-    R = reps.shape[0]
     dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
+    return _propagate(se, x, dev, grad, "coarse-level" if grad is not None else "fine-level")
+
+
+def propagated_sampling_stderr(se: StateEvolution, x: np.ndarray) -> tuple[dict[str, float] | None, str]:
+    """Sampling error of the finite-d mode (GOE draws of the denoiser side), propagated
+    through the fixed point exactly as :func:`propagated_mc_stderr` does for the RQMC
+    replicas of the channel side: draw r alone defines the map F_r = F + e_r."""
+    x = np.asarray(x, dtype=float)
+    ch = se.hats(x)
+    reps = se.denoiser.replica_functionals(ch.m_hat, ch.q_hat, ch.V_hat)
+    O0 = _observables(se, ch, tuple(reps.mean(axis=0)))
+    dev = np.array([_observables(se, ch, tuple(row)) for row in reps]) - O0
+    return _propagate(se, x, dev, None, "fine-level")
+
+
+def _propagate(se: StateEvolution, x: np.ndarray, dev: np.ndarray, grad, source: str):
+    """The delta method of :func:`propagated_mc_stderr` for per-replica deviations
+    ``dev`` (R x MC_FIELDS) of the observables at fixed overlaps x."""
+    R = dev.shape[0]
     spread = {k: float(v) for k, v in zip(MC_FIELDS, np.std(dev, axis=0, ddof=1) / math.sqrt(R))}
-    source = "coarse-level" if grad is not None else "fine-level"
     if grad is None:
         grad = _observable_jacobian(se, x)
     if isinstance(grad, str):

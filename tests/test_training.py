@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+from symbasis import orthonormal_sym_basis
 from scipy.optimize import minimize
 
 from amp_attention.data import generate_dataset
@@ -92,16 +93,7 @@ def test_rank_cap() -> None:
 
 def _dense_sensing(X: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     """Columns = upper_triangle(h(E_k)) over the orthonormal basis E_k of Sym(d)."""
-    d = X.shape[2]
-    basis = []
-    for i in range(d):
-        for j in range(i, d):
-            E = np.zeros((d, d))
-            if i == j:
-                E[i, i] = 1.0
-            else:
-                E[i, j] = E[j, i] = 1.0 / math.sqrt(2.0)
-            basis.append(E)
+    basis = orthonormal_sym_basis(X.shape[2])
     B = np.stack([upper_triangle(preactivations(X, E)).ravel() for E in basis], axis=1)
     return B, basis
 
