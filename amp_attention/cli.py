@@ -355,6 +355,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="initialisation: informative (Shat ~ S0), uninformative, or both "
                         "(report the lower-loss fixed point, flag metastability) (default: both)")
     _add_mc_group(se)
+    g = se.add_argument_group("finite-d prediction (docs/theory.md, finite-size corrections)")
+    g.add_argument("--finite-d", type=int, default=None, metavar="D",
+                   help="average the denoiser side over sampled GOE matrices at dimension D "
+                        "with the target's own D eigenvalues, instead of the d -> infinity "
+                        "deterministic equivalent; reports sampling_stderr (default: off)")
+    g.add_argument("--finite-d-draws", type=int, default=8, metavar="R",
+                   help="GOE draws of the finite-d mode, fixed over the solve (default: 8)")
+    g.add_argument("--finite-d-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the GOE draws (default: 0)")
     g = se.add_argument_group("output")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, <every result field>} instead of a table")
@@ -839,12 +848,25 @@ def cmd_se(args: argparse.Namespace) -> int:
     # the CLI is the top floor: it may see solvers
     from solvers.state_evolution import solve_state_evolution
 
+    finite_d = None
+    if args.finite_d is not None:
+        from .finite_size import FiniteSizeOptions
+
+        if spectrum_path is not None:
+            raise CLIError("argument --spectrum: not allowed with --finite-d (the predicted "
+                           "spectra come from the deterministic equivalent)")
+        try:
+            finite_d = FiniteSizeOptions(args.finite_d, args.finite_d_draws, args.finite_d_seed)
+        except ValueError as exc:
+            raise CLIError(f"argument --finite-d: {_one_line(str(exc))}") from None
+    else:
+        _refuse_given(args, ("finite_d_draws", "finite_d_seed"), "applies only with --finite-d")
     mc = _mc_options(args)
     try:
         result = solve_state_evolution(problem, method=args.method, tol=args.tol,
                                        max_iter=args.max_iter, damping=args.damping,
                                        start=args.start, spectrum=spectrum_path is not None,
-                                       mc=mc)
+                                       mc=mc, finite_d=finite_d)
     except NotImplementedError as exc:
         return _not_available(problem.task.channel, exc)
 
@@ -860,6 +882,8 @@ def cmd_se(args: argparse.Namespace) -> int:
     if spectrum_path is not None and result.spectrum is not None:
         png = write_spectrum(spectrum_path, result.spectrum, params)
         print(f"{PROG}: wrote {spectrum_path} and {png}", file=info)
+    if result.finite_size_warning:
+        print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
     if not result.converged:
         print(f"{PROG}: state evolution did not converge (status: {_one_line(result.status)}; "
               f"residual {result.residual:.3g} after {result.iterations} iterations); the "

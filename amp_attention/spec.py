@@ -173,6 +173,11 @@ class PowerLawTarget:
         object.__setattr__(self, "p0", p0)
         object.__setattr__(self, "Q0", _positive("Q0", self.Q0))
 
+    @property
+    def list_dimension(self) -> int:
+        """The dimension whose eigenvalue list the deterministic equivalent uses (target-d)."""
+        return self.d
+
     def eigenvalues(self) -> np.ndarray:
         """The d target eigenvalues, decreasing, normalised to Tr(S0^2)/d = Q0."""
         k = np.arange(1, self.d + 1, dtype=float)
@@ -222,6 +227,11 @@ class CustomTarget:
             raise ValueError("density must be >= 0 with positive mass")
         object.__setattr__(self, "grid", tuple(float(v) for v in x))
         object.__setattr__(self, "density", tuple(float(v) for v in rho))
+
+    @property
+    def list_dimension(self) -> int | None:
+        """len(eigenvalues) for an eigenvalue list (a finite-d spectrum), None for a density."""
+        return None if self.eigenvalues is None else len(self.eigenvalues)
 
     def atoms(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions, weights) of the discrete measure representing the target."""

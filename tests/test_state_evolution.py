@@ -7,7 +7,7 @@ import pytest
 from scipy.optimize import minimize
 
 from amp_attention.channels import LinearChannel
-from amp_attention.spec import Learner, Problem, Task, WishartTarget
+from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
 from solvers.state_evolution import RESULT_FIELDS, StateEvolution, solve_state_evolution
 
 
@@ -143,3 +143,18 @@ def test_anderson_failure_falls_back_to_the_damped_iteration():
         assert getattr(r, k) == pytest.approx(getattr(ref, k), rel=1e-7)
     # below the interpolation threshold the train error vanishes with lam
     assert r.train_error < 1e-3 * r.test_error
+
+
+def test_tiny_alpha_fixed_point_is_found_with_v_eliminated() -> None:
+    # alpha = 0.0025, lam = 0.00125 (issue 19): V ~ 1/lam sits on a cliff of the map,
+    # Anderson and the damped iteration oscillate over decades of V and stop at max_iter;
+    # the fallback solves the scalar V equation by a bracketed root for each (m, q)
+    p = Problem(Task("linear", L=1, noise=0.1), PowerLawTarget(1.25, d=100, p0=100),
+                Learner(1.0, 0.00125), alpha=0.0025)
+    r = solve_state_evolution(p, max_iter=80, start="uninformative", finite_size_check=False)
+    assert r.converged, r.status
+    assert r.method.startswith("V eliminated")
+    se = StateEvolution(p)
+    x = np.array([r.m, r.q, r.V])
+    assert np.max(np.abs(se(x) - x) / np.abs(x)) < 1e-9  # a fixed point of the full map
+    assert 10 < r.V < 1e3 and 0 < r.q < 1  # V ~ 1/lam scale; Shat small, as direct ERM finds
