@@ -150,6 +150,35 @@ def run_lbfgs(family: str, d: int, seed: int, kappa: float, alpha: float = ALPHA
             "train_error": r.train_error, "loss": r.loss, **_stats(r.S, S0)}
 
 
+def run_gaussian_sensing(family: str, d: int, seed: int, alpha: float = ALPHA) -> dict:
+    """Control: the same target, labels and GAMP, but the quadratic sensing rows
+    (x x^T - I)/sqrt(2d) replaced by i.i.d. Gaussian rows of the same variance 1/d on
+    the orthonormal coordinates of Sym(d) -- the sensing the SE's Gaussian channel
+    assumes.  Dense (n x d(d+1)/2): d <= 200 only."""
+    from amp_attention.channels import channel_for
+    from amp_attention.data import target_eigenvalues
+    from amp_attention.denoisers import denoiser_for
+    from amp_attention.gamp import DenseSensing, GAMPOptions, gamp
+
+    p = problem(family, d, 1.0, alpha)
+    ch, den = channel_for(p.task), denoiser_for(p.learner)
+    n = int(round(alpha * d * d))
+    rng = np.random.default_rng([seed, 0x6A55])
+    sensing = DenseSensing(rng.standard_normal((2, 1, d)))  # index maps; rows replaced below
+    sensing.A = rng.standard_normal((n, sensing.A.shape[1])) / math.sqrt(d)
+    sensing.n = n
+    O = np.linalg.qr(rng.standard_normal((d, d)))[0]
+    S0 = (O * target_eigenvalues(p.target, d)) @ O.T
+    y = math.sqrt(2.0) * sensing.forward(S0) + math.sqrt(NOISE) * rng.standard_normal((n, 1))
+    t0 = time.time()
+    res = gamp(sensing, y, ch, den, options=GAMPOptions(max_iter=2000, tol=1e-9, row_norms=False))
+    out = {"solver": "gamp, gaussian sensing", "converged": bool(res.converged),
+           "status": res.status, "iterations": res.iterations, "seconds": time.time() - t0}
+    if res.S is not None:
+        out.update(_stats(res.S, S0))
+    return out
+
+
 def cases() -> list[tuple[str, callable]]:
     """(name, thunk) in the order they are run: cheap first."""
     out = []
@@ -164,6 +193,9 @@ def cases() -> list[tuple[str, callable]]:
             for s in range(seeds):
                 out.append((f"per_d_k1_gamp_a{a:g}_d{d}_s{s}",
                             lambda d=d, s=s, a=a: run_gamp("per_d", d, s, a)))
+    for s in range(2):
+        out.append((f"per_d_k1_gaussian_sensing_d200_s{s}",
+                    lambda s=s: run_gaussian_sensing("per_d", 200, s)))
     for d in (200, 400):
         out.append((f"per_d_k1_fista_d{d}_s0", lambda d=d: run_fista("per_d", d, 0)))
     for d, seeds in ((200, 3), (400, 2)):
@@ -173,6 +205,57 @@ def cases() -> list[tuple[str, callable]]:
             out.append((f"per_d_cap_lbfgs_d{d}_s{s}",
                         lambda d=d, s=s: run_lbfgs("per_d", d, s, KAPPA_CAP)))
     return out
+
+
+def se_reference(family: str, d: int, alpha: float = ALPHA, finite_d_draws: int = 0) -> dict:
+    """The deterministic-equivalent SE (and, with draws, the GOE finite-d mode at d) of a case."""
+    from amp_attention.finite_size import FiniteSizeOptions
+    from solvers.state_evolution import solve_state_evolution
+
+    r = solve_state_evolution(se_problem(family, d, 1.0, alpha))
+    out = {"matrix_mse": r.matrix_mse, "converged": r.converged, "V": r.V, "V_hat": r.V_hat}
+    from amp_attention.data import target_eigenvalues
+    from amp_attention.denoisers import denoiser_for
+    from amp_attention.finite_size import residual_kurtosis
+
+    p = problem(family, d, 1.0, alpha)
+    out["kurtosis_pred"], out["kurtosis_pred_stderr"] = residual_kurtosis(
+        denoiser_for(p.learner), target_eigenvalues(p.target, d), r.m_hat, r.q_hat, r.V_hat,
+        draws=4)
+    if finite_d_draws:
+        # the finite-d target itself (fixed_law: the D atoms repeated d/D times)
+        f = solve_state_evolution(problem(family, d, 1.0, alpha), start="informative",
+                                  finite_d=FiniteSizeOptions(d, finite_d_draws),
+                                  finite_size_check=False)
+        out["finite_d_mse"] = f.matrix_mse
+        out["finite_d_mse_stderr"] = (f.sampling_stderr or {}).get("matrix_mse")
+    return out
+
+
+def summarise(cache: Path) -> list[dict]:
+    """One row per (family, alpha, d) with kappa = 1 runs in the cache: ERM mean and
+    standard error of the matrix MSE and of the residual kurtosis, the SE references
+    and the relative gap (ERM - SE)/SE."""
+    groups: dict[tuple, list[dict]] = {}
+    for path in sorted(Path(cache).glob("*_k1_gamp_*.json")):
+        name = path.stem
+        family = "per_d" if name.startswith("per_d") else "fixed_law"
+        alpha = float(name.split("_a")[1].split("_")[0]) if "_a" in name.split("gamp")[1] else ALPHA
+        d = int(name.split("_d")[-1].split("_")[0])
+        groups.setdefault((family, alpha, d), []).append(json.loads(path.read_text()))
+    rows = []
+    for (family, alpha, d), runs in sorted(groups.items()):
+        mse = np.array([r["matrix_mse"] for r in runs])
+        kur = np.array([r["kurtosis_error"] for r in runs])
+        ref = cached(Path(cache), f"se_{family}_a{alpha:g}_d{d}",
+                     lambda: se_reference(family, d, alpha, 4 if d <= 400 else 0))
+        k = mse.size
+        rows.append({"family": family, "alpha": alpha, "d": d, "seeds": k,
+                     "erm_mse": float(mse.mean()),
+                     "erm_mse_stderr": float(mse.std(ddof=1) / math.sqrt(k)) if k > 1 else None,
+                     "kurtosis_measured": float(kur.mean()), **{f"se_{key}": v for key, v in ref.items()},
+                     "gap": float(mse.mean() / ref["matrix_mse"] - 1.0)})
+    return rows
 
 
 def cached(cache: Path, name: str, thunk) -> dict:
@@ -189,6 +272,10 @@ def cached(cache: Path, name: str, thunk) -> dict:
 
 def main(argv: list[str]) -> None:
     cache = Path(argv[0])
+    if argv[1:2] == ["--summary"]:
+        for r in summarise(cache):
+            print(json.dumps(r))
+        return
     select = argv[1:]
     for name, thunk in cases():
         if select and not any(s in name for s in select):
