@@ -17,7 +17,6 @@ now guard):
     AMP_RECORD=1 AMP_VALIDATION_CACHE=/work/cache19 python -m pytest -m slow tests/test_validation_powerlaw_slow.py
 """
 
-import json
 import math
 import os
 import tempfile
