@@ -1076,6 +1076,10 @@ def cmd_amp(args: argparse.Namespace) -> int:
     X_test = sample_tokens(args.n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
     res = gamp(data.X, data.y, ch, den, options=opts, S0=data.S0, test=(X_test, data.S0),
                progress=not args.json)
+    if not res.history:  # diverged before its first iterate: nothing to compare
+        print(f"{PROG}: GAMP {res.status}; no iterate was completed, nothing to compare "
+              "with the SE", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
     n_se = min(args.se_iterates, len(res.history) - 1) if args.damping == 1.0 else 0
     traj = se_iterates(problem, (0.0, 0.0, args.V0), n_se, mc=mc) if n_se else np.empty((0, 3))
     se = solve_state_evolution(problem, mc=mc)

@@ -486,3 +486,11 @@ def test_thresholds_kappa0_grid_keeps_a_spiked_target(capsys) -> None:
     payload = json.loads(out)
     assert payload["params"]["target"]["kind"] == "spiked"
     assert payload["rows"][0]["alpha_PR_detail"]["converged"]
+
+
+@pytest.mark.parametrize("argv", [["amp", "--d", "8", "--V0", "1e9"], ["amp", "--d", "2"]])
+def test_gamp_divergence_is_exit_3_with_its_hint(capsys, argv) -> None:
+    # it used to be reported as bad input: "n_iter must be an integer >= 0, got -1" (exit 2)
+    code, _, err = run(capsys, *argv)
+    assert code == 3
+    assert "GAMP diverged" in err and "--damping" in err and "n_iter" not in err
