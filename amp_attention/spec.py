@@ -91,6 +91,10 @@ class Task:
     def __post_init__(self) -> None:
         object.__setattr__(self, "channel", _choice("channel", self.channel, CHANNELS))
         object.__setattr__(self, "L", _integer("L", self.L, 1))
+        if self.channel in ("softmax", "seq2lab") and self.L < 2:
+            # a row softmax over one token is the constant 1: the labels carry no signal
+            raise ValueError(f"L must be an integer >= 2 for the {self.channel} channel (a "
+                             f"softmax over one token is constant), got {self.L!r}")
         object.__setattr__(self, "beta", _positive("beta", self.beta))
         object.__setattr__(self, "noise", _nonnegative("noise", self.noise))
         object.__setattr__(

@@ -334,6 +334,9 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
                                       f"failed too: {rep2.status}; {rep3.status})")
 
 
+V_ELIMINATED_MAX_ITER = 40
+
+
 def _v_star(se: StateEvolution, m: float, q: float, u_max: float = 60.0) -> float:
     """The V solving V = F_V(m, q, V) for fixed (m, q): root of G(u) = F_V(e^u)/e^u - 1
     (G -> F_V(0)/e^u > 0 as u -> -inf and -> -1 where F_V grows slower than V), bracketed
@@ -375,8 +378,10 @@ def solve_with_v_eliminated(se: StateEvolution, x0: np.ndarray, *, tol: float,
         return se.valid(np.array([y[0], y[1], 1.0]))
 
     x0 = np.asarray(x0, dtype=float)
-    rep = solve_fixed_point(T2, x0[:2], method="anderson", tol=tol, max_iter=min(max_iter, 200),
-                            valid=valid2)
+    # each outer step costs ~20-40 map evaluations: a last resort gets a short budget
+    # (the tiny-alpha points it exists for converge in 10-12 steps)
+    rep = solve_fixed_point(T2, x0[:2], method="anderson", tol=tol,
+                            max_iter=min(max_iter, V_ELIMINATED_MAX_ITER), valid=valid2)
     if not np.all(np.isfinite(rep.x)) or not valid2(rep.x):
         return FixedPointReport(np.array([*x0]), False, rep.iterations, math.inf,
                                 f"V-eliminated solve: {rep.status}", rep.history)

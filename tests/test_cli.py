@@ -494,3 +494,11 @@ def test_gamp_divergence_is_exit_3_with_its_hint(capsys, argv) -> None:
     code, _, err = run(capsys, *argv)
     assert code == 3
     assert "GAMP diverged" in err and "--damping" in err and "n_iter" not in err
+
+
+@pytest.mark.parametrize("channel", ["softmax", "seq2lab"])
+def test_softmax_channels_need_two_tokens(capsys, channel) -> None:
+    # a softmax over one token is constant: a spec error (exit 2), not a solver failure (3)
+    code, _, err = run(capsys, "se", "--channel", channel, "--L", "1")
+    assert code == 2
+    assert_one_line_error(err, "argument --L", ">= 2")
