@@ -805,10 +805,21 @@ def _progress(iterable, **kw):
 
 
 def _prepare_path(path: Path) -> Path:
+    """Create the parent of an output file and check that the file can be written there,
+    before any computation (a long run must not end in 'cannot write')."""
+    import tempfile
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CLIError(f"cannot create directory {str(path.parent)!r}: {exc.strerror}") from None
+    if path.is_dir():
+        raise CLIError(f"cannot write {str(path)!r}: it is a directory (give a file name)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".amp-attention-probe-"):
+            pass
+    except OSError as exc:
+        raise CLIError(f"cannot write to directory {str(path.parent)!r}: {exc.strerror}") from None
     return path
 
 
@@ -1259,6 +1270,7 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
         _refuse_given(args, ("out",), "applies only with a grid (--kappa-grid, --kappa0-grid or "
                                       "--noise-grid); a single point is printed")
     problem = problem_from_args(args)
+    out_dir = _prepare_path(Path(args.out) / "thresholds.csv").parent if args.out else None
     # alpha and lam are not inputs here: alpha is the output, lam -> 0+
     params = {k: v for k, v in problem.to_dict().items() if k not in ("alpha", "lam")}
     if not grids:
@@ -1295,8 +1307,8 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
         for r in rows:
             cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
             print(f"  {r[name]:>8g} {cells}")
-    if args.out:
-        out = _prepare_path(Path(args.out) / "thresholds.csv").parent
+    if out_dir is not None:
+        out = out_dir
         with open(out / "thresholds.csv", "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow([name, "alpha_interp", "alpha_PR"])

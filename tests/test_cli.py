@@ -502,3 +502,13 @@ def test_softmax_channels_need_two_tokens(capsys, channel) -> None:
     code, _, err = run(capsys, "se", "--channel", channel, "--L", "1")
     assert code == 2
     assert_one_line_error(err, "argument --L", ">= 2")
+
+
+def test_output_paths_are_checked_before_computing(capsys, tmp_path: Path) -> None:
+    (tmp_path / "adir").mkdir()
+    code, out, err = run(capsys, "se", "--spectrum", str(tmp_path / "adir"))
+    assert code == 2 and out == "" and "is a directory" in err
+    (tmp_path / "afile").write_text("x")
+    code, out, err = run(capsys, "thresholds", "--kappa-grid", "0.5", "1", "--out",
+                         str(tmp_path / "afile" / "sub"))
+    assert code == 2 and out == "" and "cannot create directory" in err

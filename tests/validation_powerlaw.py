@@ -193,7 +193,7 @@ def cases() -> list[tuple[str, callable]]:
             for s in range(seeds):
                 out.append((f"per_d_k1_gamp_a{a:g}_d{d}_s{s}",
                             lambda d=d, s=s, a=a: run_gamp("per_d", d, s, a)))
-    for s in range(2):
+    for s in range(4):
         out.append((f"per_d_k1_gaussian_sensing_d200_s{s}",
                     lambda s=s: run_gaussian_sensing("per_d", 200, s)))
     for d in (200, 400):
