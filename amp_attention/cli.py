@@ -1365,8 +1365,8 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
                                 "max_iter": "--max-iter"}) from None
-    thresholds = _threshold_row(problem)
     out = _prepare_path(Path(args.out) / "phase_diagram.json").parent
+    thresholds = _threshold_row(problem)
     client = _dask_executor(args) if (args.scheduler or args.dask_local) else None
     try:
         executor = client.get_executor() if client is not None else None
