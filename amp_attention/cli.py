@@ -1458,7 +1458,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
 
     atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
     cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
-            "E_over", "E_under", "E_approx", "E_mismatch"]
+            "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis"]
     with open(out / "scaling.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(cols)
@@ -1466,7 +1466,8 @@ def cmd_scaling(args: argparse.Namespace) -> int:
             dec = r.get("decomposition") or {}
             w.writerow([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"], r["train_error"],
                         r["matrix_mse"], r.get("k_star"),
-                        *(dec.get(t) for t in ("over", "under", "approx", "mismatch"))])
+                        *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
+                        r.get("residual_kurtosis")])
     plotting.plot_scaling(rows, fits, out / "scaling.png",
                           title=f"{problem.task.channel} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"

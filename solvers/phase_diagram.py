@@ -147,10 +147,11 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
         problem = plan.at(i, j)
         if x_prev is not None:  # same target along the grid: a fixed point is a valid start
             r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
-                                      x0=x_prev)
+                                      x0=x_prev, finite_size_check=False)
         else:
             r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
-                                      start="informative" if direction == "up" else "uninformative")
+                                      start="informative" if direction == "up" else "uninformative",
+                                      finite_size_check=False)
         rec = {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i], "lam": plan.lams[j],
                **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
                "status": r.status, "iterations": r.iterations, "residual": r.residual,

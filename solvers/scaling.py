@@ -93,7 +93,7 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
     row = {"alpha": problem.alpha, "n": problem.alpha * d * d, "lam": problem.learner.lam,
            **{k: getattr(r, k) for k in (
                "converged", "status", "iterations", "residual", "m", "q", "V", "test_error",
-               "train_error", "matrix_mse")}}
+               "train_error", "matrix_mse", "residual_kurtosis")}}
     if not r.converged:
         return row | {"k_star": None, "decomposition": None}
     struct = outlier_structure(problem, r)
