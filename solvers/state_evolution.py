@@ -318,20 +318,9 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
                                   max_iter=max_iter)
     label = f"damped after anderson failed: {rep.status}"
-    if rep2.converged:
+    if rep2.converged or rep2.residual < rep.residual:
         return rep2, grad2, n_coarse + n2, label
-    # Last resort: eliminate V by a bracketed scalar root.  At tiny alpha and small lam
-    # V ~ 1/lam sits on a cliff of the map (the threshold 2 lam (1 + 2V) crosses the top
-    # of rho_B), so Picard and Anderson oscillate over decades of V while the scalar
-    # equation in log V for fixed (m, q) has a clean sign change.
-    rep3 = solve_with_v_eliminated(se, x0, tol=tol, max_iter=max_iter)
-    if rep3.converged:
-        return rep3, None, n_coarse + n2, (f"V eliminated (bracketed root in log V) after "
-                                           f"anderson and damped failed: {rep.status}")
-    if rep2.residual < rep.residual:
-        return rep2, grad2, n_coarse + n2, label
-    return rep, grad, n_coarse + n2, (f"anderson (the damped retry and the V-eliminated solve "
-                                      f"failed too: {rep2.status}; {rep3.status})")
+    return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.status})"
 
 
 V_ELIMINATED_MAX_ITER = 40
@@ -460,6 +449,20 @@ def solve_state_evolution(
                                                 max_iter=max_iter, damping=damping)
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse, used)
+    if not any(r.converged for r, _ in runs.values()):
+        # Last resort, only when no start converged (it costs ~20-40 map evaluations per
+        # step): eliminate V by a bracketed scalar root.  At tiny alpha and small lam
+        # V ~ 1/lam sits on a cliff of the map (the threshold 2 lam (1 + 2V) crosses the
+        # top of rho_B), so Picard and Anderson oscillate over decades of V, while for
+        # fixed (m, q) the scalar equation in log V has a clean sign change.
+        for name in names:
+            rep3 = solve_with_v_eliminated(se, starts[name], tol=tol, max_iter=max_iter)
+            if rep3.converged:
+                failed = runs[name][0].status
+                runs[name] = (rep3, _assemble(se, rep3, name))
+                extra[name] = (None, extra[name][1], "V eliminated (bracketed root in log V) "
+                               f"after anderson and damped failed: {failed}")
+                break
     best_name = min(runs, key=lambda k: (not runs[k][0].converged, runs[k][1]["loss"]))
     rep, fields = runs[best_name]
     grad, n_coarse, used = extra[best_name]
