@@ -115,8 +115,8 @@ class FiniteSizeDenoiser:
 #: The deterministic equivalent is flagged at the experiment's d when the predicted
 #: excess kurtosis of h(Shat - S0) exceeds this value.  Measured (docs/validation.md,
 #: "Power-law targets at small alpha"): at d = 100..800 and alpha = 0.05..0.3 the ERM
-#: matrix MSE exceeds the SE's by 0.11-0.26 times this kurtosis (2.5-31 % at kurtosis
-#: 0.22-1.9), so 0.1 flags deviations of about 1-3 % and more.
+#: matrix MSE exceeds the SE's by 0.08-0.26 times this kurtosis (1.6-31 % at kurtosis
+#: 0.12-1.9), so 0.1 flags deviations of about 1-3 % and more.
 RESIDUAL_KURTOSIS_WARN = 0.1
 
 

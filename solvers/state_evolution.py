@@ -500,8 +500,8 @@ def solve_state_evolution(
                        f"kurtosis of the residual h(Shat - S0) is {kurt:.2g} > "
                        f"{RESIDUAL_KURTOSIS_WARN:g}: a few separated modes carry the error and "
                        f"the SE's Gaussian channel does not hold there; finite-d ERM measured "
-                       f"0.11-0.26 x kurtosis above this prediction (about "
-                       f"{100 * 0.11 * kurt:.0f}-{100 * 0.26 * kurt:.0f} % on the matrix MSE); "
+                       f"0.08-0.26 x kurtosis above this prediction (about "
+                       f"{100 * 0.08 * kurt:.0f}-{100 * 0.26 * kurt:.0f} % on the matrix MSE); "
                        f"the gap closes like 1/d at a fixed spectral law (docs/validation.md)")
     sampling_stderr, sampling_method = None, ""
     if finite_d is not None:
