@@ -147,6 +147,10 @@ SE_FIELD_HELP = {
     "alternative": "the other start's fixed point",
     "quadrature_error": "estimated quadrature error",
     "seconds": "wall time of the solve",
+    "finite_d": "finite-d mode: d, GOE draws, seed",
+    "sampling_stderr": "finite-d mode: GOE-sampling error per field",
+    "residual_kurtosis": "excess kurtosis of h(Shat - S0) at target-d (SE: 0)",
+    "finite_size_warning": "non-empty: the SE is measurably off at target-d",
 }
 
 # --------------------------------------------------------------------------- errors
