@@ -169,10 +169,10 @@ _POWERLAW_FLAGS = {"gamma": "--gamma", "d": "--target-d", "p0": "--p0", "Q0": "-
 _LEARNER_FLAGS = {"kappa": "--kappa", "lam": "--lam", "parameterisation": "--learner"}
 _PROBLEM_FLAGS = {"alpha": "--alpha"}
 _RANGES = {
-    "--L": "integers >= 1", "--beta": "(0, inf)", "--noise": "[0, inf)",
+    "--L": "integers >= 1", "--beta": "(0, inf)", "--noise": "[0, 1e+12]",
     "--kappa0": "(0, inf)", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
     "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "(0, inf)",
-    "--lam": "[0, inf)", "--alpha": "(0, inf)", "--d": "integers >= 2",
+    "--lam": "[0, inf)", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
     "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
 }
 

@@ -43,6 +43,11 @@ def _real(name: str, value: object) -> float:
     return x
 
 
+#: supported sample ratios alpha = n/d^2 and label-noise variances (double precision)
+ALPHA_RANGE = (1e-9, 1e9)
+NOISE_MAX = 1e12
+
+
 def _positive(name: str, value: object) -> float:
     x = _real(name, value)
     if x <= 0.0:
@@ -96,7 +101,11 @@ class Task:
             raise ValueError(f"L must be an integer >= 2 for the {self.channel} channel (a "
                              f"softmax over one token is constant), got {self.L!r}")
         object.__setattr__(self, "beta", _positive("beta", self.beta))
-        object.__setattr__(self, "noise", _nonnegative("noise", self.noise))
+        noise = _nonnegative("noise", self.noise)
+        if noise > NOISE_MAX:
+            raise ValueError(f"noise must lie in [0, {NOISE_MAX:g}] (a label-noise variance; "
+                             f"the target's outputs have variance O(1)), got {self.noise!r}")
+        object.__setattr__(self, "noise", noise)
         object.__setattr__(
             self, "noise_at", _choice("noise_at", self.noise_at, NOISE_LOCATIONS)
         )
@@ -305,7 +314,13 @@ class Problem:
                              "SpikedTarget")
         if not isinstance(self.learner, Learner):
             raise ValueError("learner must be a Learner")
-        object.__setattr__(self, "alpha", _positive("alpha", self.alpha))
+        alpha = _positive("alpha", self.alpha)
+        if not ALPHA_RANGE[0] <= alpha <= ALPHA_RANGE[1]:
+            # beyond it the conjugates (~ alpha) under- or overflow inside the free
+            # convolution (ZeroDivisionError at 1e-300, OverflowError at 1e300)
+            raise ValueError(f"alpha must lie in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] "
+                             f"(n = alpha d^2 samples), got {self.alpha!r}")
+        object.__setattr__(self, "alpha", alpha)
 
     def to_dict(self) -> dict:
         """Plain-JSON description of every parameter (recorded in outputs)."""

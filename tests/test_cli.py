@@ -512,3 +512,13 @@ def test_output_paths_are_checked_before_computing(capsys, tmp_path: Path) -> No
     code, out, err = run(capsys, "thresholds", "--kappa-grid", "0.5", "1", "--out",
                          str(tmp_path / "afile" / "sub"))
     assert code == 2 and out == "" and "cannot create directory" in err
+
+
+@pytest.mark.parametrize("argv, flag", [(["--alpha", "1e-300"], "--alpha"),
+                                        (["--alpha", "1e300"], "--alpha"),
+                                        (["--noise", "1e300"], "--noise")])
+def test_extreme_values_are_refused_not_tracebacks(capsys, argv, flag) -> None:
+    # they raised ZeroDivisionError / OverflowError, or ran into RuntimeWarnings and exit 3
+    code, _, err = run(capsys, "se", *argv)
+    assert code == 2
+    assert_one_line_error(err, f"argument {flag}", "must lie in")
