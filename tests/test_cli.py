@@ -145,7 +145,7 @@ def test_bad_input_message_states_range(capsys) -> None:
     _, _, err = run(capsys, "se", "--kappa", "-1")
     assert_one_line_error(err, "kappa", "(0, inf)")
     _, _, err = run(capsys, "se", "--noise", "nan")
-    assert_one_line_error(err, "noise", "[0, inf)")
+    assert_one_line_error(err, "noise", "[0, 1e+12]")
 
 
 def test_softmax_se_runs_with_monte_carlo_fields(capsys) -> None:
