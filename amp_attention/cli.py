@@ -260,6 +260,20 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, max_help_position=30, width=max(width, 60))
 
 
+class OmittingArgumentGroup:
+    """An argument group of ``parser`` whose ``add_argument`` skips the flags whose
+    destinations are in ``omit``: parents shared by several subcommands leave out
+    what one of them does not read."""
+
+    def __init__(self, parser: argparse.ArgumentParser, title: str, omit: Sequence[str]) -> None:
+        self._group = parser.add_argument_group(title)
+        self._omit = frozenset(omit)
+
+    def add_argument(self, flag: str, **kw: Any) -> None:
+        if flag.lstrip("-").replace("-", "_") not in self._omit:
+            self._group.add_argument(flag, **kw)
+
+
 def _problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The problem flags shared by the subcommands, without those in ``omit`` (dests).
 
@@ -267,15 +281,7 @@ def _problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
     omits its flag, so that ``--help`` shows only the flags that apply.
     """
     p = _Parser(add_help=False)
-    group = p.add_argument_group("problem (task, target, learner, sample ratio)")
-
-    class _Group:
-        @staticmethod
-        def add_argument(flag: str, **kw: Any) -> None:
-            if flag.lstrip("-").replace("-", "_") not in omit:
-                group.add_argument(flag, **kw)
-
-    g = _Group()
+    g = OmittingArgumentGroup(p, "problem (task, target, learner, sample ratio)", omit)
     g.add_argument("--channel", choices=("linear", "softmax", "seq2lab"), default="linear",
                    help="output function g of h: linear y_ab = h_ab(S0), a <= b (K = L(L+1)/2 "
                         "outputs); softmax: seq2seq y = softmax_rows(beta h(S0)) (L^2 outputs); "
@@ -999,12 +1005,11 @@ def cmd_erm(args: argparse.Namespace) -> int:
         d = check_dimension(args.d)
     except ValueError as exc:
         raise _flag_error(exc, {"d": "--d"}) from None
-    if args.seeds is not None:
-        _refuse_given(args, ("seed0",), "applies only with --n-seeds (--seeds lists the seeds)")
     if problem.task.channel == "linear":
         _refuse_given(args, ("restarts",), "applies only to the non-linear channels (the linear "
                                            "channel's ERM is convex and starts once)")
     if args.seeds is not None:
+        _refuse_given(args, ("seed0",), "applies only with --n-seeds (--seeds lists the seeds)")
         seeds = list(args.seeds)
         flag = "--seeds"
     else:
@@ -1312,19 +1317,18 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
             cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
             print(f"  {r[name]:>8g} {cells}")
     if out_dir is not None:
-        out = out_dir
-        with open(out / "thresholds.csv", "w", newline="") as fh:
+        with open(out_dir / "thresholds.csv", "w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow([name, "alpha_interp", "alpha_PR"])
             for r in rows:
                 w.writerow([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
                             "" if r["alpha_PR"] is None else r["alpha_PR"]])
-        (out / "thresholds.json").write_text(_dumps({"params": params, "grid": name, "rows": rows}))
+        (out_dir / "thresholds.json").write_text(_dumps({"params": params, "grid": name, "rows": rows}))
         from . import plotting
 
-        plotting.plot_threshold_curves(name, rows, out / "thresholds.png",
+        plotting.plot_threshold_curves(name, rows, out_dir / "thresholds.png",
                                        title=f"{params['channel']} L={params['L']}")
-        print(f"wrote {out / 'thresholds.csv'}, .json and .png", file=sys.stderr)
+        print(f"wrote {out_dir / 'thresholds.csv'}, .json and .png", file=sys.stderr)
     return EXIT_OK
 
 

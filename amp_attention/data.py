@@ -85,31 +85,37 @@ TARGET_SPECTRA = ("sampled", "quantile")
 
 
 def target_eigenvalues(target: Target, d: int) -> np.ndarray:
-    """The d eigenvalues (ascending) of the deterministic finite-d target: the
-    quantiles of a Wishart law (with its atom), the spiked target's bulk quantiles
-    with the top ones replaced by the spikes, the power law re-evaluated at
-    dimension d with p0 scaled proportionally, or a custom list's quantiles.
-    These are the eigenvalues of :func:`sample_target_matrix` with
-    ``spectrum="quantile"`` (for the power law and custom lists: with any)."""
+    """The d eigenvalues of the deterministic finite-d target, in the order
+    :func:`sample_target_matrix` rotates them: the quantiles of a Wishart law
+    (with its atom), the spiked target's bulk quantiles with the top ones replaced
+    by the spikes, the power law re-evaluated at dimension d with p0 scaled
+    proportionally (decreasing), or a custom list's quantiles.  For the power law
+    and custom lists these are the target's eigenvalues whatever ``spectrum``."""
     from .targets import target_measure
 
     d = check_dimension(d, minimum=1)
     if isinstance(target, WishartTarget):
-        return np.sort(target_measure(target).quantiles(d))
+        return target_measure(target).quantiles(d)
     if isinstance(target, SpikedTarget):
-        if d <= len(target.spikes):
-            raise ValueError(f"d must exceed the number of spikes ({len(target.spikes)}), got {d}")
-        s = np.sort(target_measure(target).quantiles(d))
-        s[d - len(target.spikes):] = np.sort(np.asarray(target.spikes))
-        return np.sort(s)
+        return _with_spikes(target_measure(target).quantiles(d), target.spikes)
     if isinstance(target, PowerLawTarget):
         p0 = max(1, int(round(target.p0 * d / target.d)))
-        return np.sort(dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues())
+        return dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues()
     if isinstance(target, CustomTarget):
         positions, weights = target.atoms()
-        return np.sort(quantile_eigenvalues(positions, weights, d))
+        return quantile_eigenvalues(positions, weights, d)
     raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
                      f"got {type(target).__name__}")
+
+
+def _with_spikes(bulk: np.ndarray, spikes) -> np.ndarray:
+    """The bulk eigenvalues, sorted, with the top len(spikes) replaced by the sorted spikes."""
+    d = bulk.size
+    if d <= len(spikes):
+        raise ValueError(f"d must exceed the number of spikes ({len(spikes)}), got {d}")
+    s = np.sort(bulk)
+    s[d - len(spikes):] = np.sort(np.asarray(spikes))
+    return s
 
 
 def sample_target_matrix(
@@ -135,36 +141,18 @@ def sample_target_matrix(
     d = check_dimension(d, minimum=1)
     if spectrum not in TARGET_SPECTRA:
         raise ValueError(f"target_spectrum must be one of {', '.join(TARGET_SPECTRA)}; got {spectrum!r}")
-    if isinstance(target, WishartTarget) and spectrum == "quantile":
-        from .targets import target_measure
-
-        return _rotate(target_measure(target).quantiles(d), rng)
-    if isinstance(target, WishartTarget):
+    if isinstance(target, WishartTarget) and spectrum == "sampled":
         p0 = max(1, int(round(target.kappa0 * d)))
         W0 = rng.standard_normal((p0, d))
         S0 = (W0.T @ W0) / math.sqrt(p0 * d)
         return 0.5 * (S0 + S0.T)
-    if isinstance(target, SpikedTarget):
-        from .targets import target_measure
-
-        if d <= len(target.spikes):
-            raise ValueError(f"d must exceed the number of spikes ({len(target.spikes)}), got {d}")
-        if spectrum == "quantile":
-            bulk = target_measure(target).quantiles(d)
-        else:
-            p0 = max(1, int(round(target.kappa0 * d)))
-            W0 = rng.standard_normal((p0, d))
-            bulk = np.linalg.eigvalsh((W0.T @ W0) / math.sqrt(p0 * d))
-        s = np.sort(bulk)
-        s[d - len(target.spikes):] = np.sort(np.asarray(target.spikes))
-        return _rotate(s, rng)
-    if isinstance(target, PowerLawTarget):
-        p0 = max(1, int(round(target.p0 * d / target.d)))
-        s = dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues()
-        return _rotate(s, rng)
-    if isinstance(target, CustomTarget):
-        positions, weights = target.atoms()
-        return _rotate(quantile_eigenvalues(positions, weights, d), rng)
+    if isinstance(target, SpikedTarget) and spectrum == "sampled":
+        p0 = max(1, int(round(target.kappa0 * d)))
+        W0 = rng.standard_normal((p0, d))
+        bulk = np.linalg.eigvalsh((W0.T @ W0) / math.sqrt(p0 * d))
+        return _rotate(_with_spikes(bulk, target.spikes), rng)
+    if isinstance(target, (WishartTarget, SpikedTarget, PowerLawTarget, CustomTarget)):
+        return _rotate(target_eigenvalues(target, d), rng)
     raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
                      f"got {target!r}")
 

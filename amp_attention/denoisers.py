@@ -144,9 +144,6 @@ class Frobenius:
         V = c * (d + 1) / d
         return (S, V, np.linalg.eigvalsh(S)) if with_spectrum else (S, V)
 
-    def rank(self, d: int) -> None:
-        return None
-
     def functionals(
         self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
     ) -> DenoiserFunctionals:

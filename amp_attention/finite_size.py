@@ -63,6 +63,13 @@ def goe(d: int, rng: np.random.Generator) -> np.ndarray:
     return (G + G.T) / math.sqrt(2.0 * d)
 
 
+def effective_observation(s: np.ndarray, Z: np.ndarray, mh: float, qh: float) -> np.ndarray:
+    """B = mh diag(s) + sqrt(qh) Z: the denoiser's input at dimension len(s) (THEORY 4.2)."""
+    B = math.sqrt(qh) * Z
+    B[np.diag_indices(s.size)] += mh * s
+    return B
+
+
 class FiniteSizeDenoiser:
     """A denoiser's functionals at dimension d, averaged over fixed GOE draws.
 
@@ -86,9 +93,8 @@ class FiniteSizeDenoiser:
 
     def _one(self, Z: np.ndarray, mh: float, qh: float, Vh: float) -> np.ndarray:
         d = self.s.size
-        B = math.sqrt(qh) * Z
-        B[np.diag_indices(d)] += mh * self.s
-        S, V, f = self.base.matrix_map(B, Vh, with_spectrum=True)
+        S, V, f = self.base.matrix_map(effective_observation(self.s, Z, mh, qh), Vh,
+                                       with_spectrum=True)
         tol = 1e-12 * max(float(np.max(np.abs(f))), 1e-300)
         return np.array([float(np.dot(self.s, np.diag(S))) / d, float(np.sum(f * f)) / d, V,
                          float(np.sum(f)) / d, float(np.sum(np.abs(f) > tol)) / d])
@@ -106,9 +112,6 @@ class FiniteSizeDenoiser:
         """The per-draw values (R x len(REPLICA_FIELDS)) at the given hats."""
         self.functionals(None, mh, qh, Vh)
         return np.array(self.last_replicas, copy=True)
-
-    def spectral_function(self, x, Vh, cutoff):
-        return self.base.spectral_function(x, Vh, cutoff)
 
 
 
@@ -137,9 +140,7 @@ def residual_kurtosis(base, eigenvalues: np.ndarray, mh: float, qh: float, Vh: f
     rng = np.random.default_rng([seed, 0xC07])
     vals = []
     for _ in range(int(draws)):
-        B = math.sqrt(qh) * goe(d, rng)
-        B[np.diag_indices(d)] += mh * s
-        S, _ = base.matrix_map(B, Vh)
+        S, _ = base.matrix_map(effective_observation(s, goe(d, rng), mh, qh), Vh)
         S[np.diag_indices(d)] -= s
         e = np.linalg.eigvalsh(S)
         vals.append(12.0 * float(np.sum(e**4)) / max(float(np.sum(e**2)) ** 2, 1e-300))

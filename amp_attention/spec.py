@@ -131,6 +131,11 @@ class WishartTarget:
         object.__setattr__(self, "kappa0", _positive("kappa0", self.kappa0))
 
     @property
+    def list_dimension(self) -> None:
+        """None: a limiting law, not an eigenvalue list of one dimension."""
+        return None
+
+    @property
     def Q0(self) -> float:
         return 1.0 + self.kappa0
 
@@ -156,6 +161,11 @@ class SpikedTarget:
         if not sp or any(not (math.isfinite(v) and v > 0) for v in sp):
             raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
         object.__setattr__(self, "spikes", tuple(sorted(sp, reverse=True)))
+
+    @property
+    def list_dimension(self) -> None:
+        """None: a limiting law, not an eigenvalue list of one dimension."""
+        return None
 
     @property
     def Q0(self) -> float:

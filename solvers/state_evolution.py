@@ -188,7 +188,7 @@ class StateEvolution:
         self.target = target_measure(problem.target)
         if finite_d is not None:
             # the prior side at the experiment's d: the target's d eigenvalues, GOE draws
-            s = target_eigenvalues(problem.target, finite_d.d)
+            s = np.sort(target_eigenvalues(problem.target, finite_d.d))
             self.target = DiscreteMeasure(s)
             self.denoiser = FiniteSizeDenoiser(self.denoiser, s, finite_d)
         self.Q0 = self.target.moment(2)
@@ -490,10 +490,11 @@ def solve_state_evolution(
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
             mc_stderr, mc_method = None, f"unavailable: {exc}"
     kurt, kurt_err, warning = None, None, ""
-    list_d = getattr(problem.target, "list_dimension", None)
+    list_d = problem.target.list_dimension
     if finite_size_check and finite_d is None and list_d and rep.converged:
         # an eigenvalue list describes an experiment at that d: how Gaussian is its residual?
-        kurt, kurt_err = residual_kurtosis(se.denoiser, target_eigenvalues(problem.target, list_d),
+        kurt, kurt_err = residual_kurtosis(se.denoiser,
+                                           np.sort(target_eigenvalues(problem.target, list_d)),
                                            fields["m_hat"], fields["q_hat"], fields["V_hat"])
         if kurt > RESIDUAL_KURTOSIS_WARN:
             warning = (f"at d = {list_d} (the target's eigenvalue list) the predicted excess "

@@ -206,6 +206,17 @@ def descent_cone_mse_ratio(kappa0: float, tau: float) -> float:
     return kappa0 * kappa0 + kappa0 * tau * tau + 2.0 * kappa0 * (1.0 - kappa0) + s2 * null
 
 
+def _minimise_over_tau(phi, xatol: float):
+    """(tau, Phi(tau), optimiser result) minimising Phi over [0, 6], the boundary tau = 0
+    included (where the minimum can sit)."""
+    res = minimize_scalar(phi, bounds=(0.0, 6.0), method="bounded", options={"xatol": xatol})
+    tau, value = float(res.x), float(res.fun)
+    value0 = phi(0.0)
+    if value0 < value:
+        tau, value = 0.0, value0
+    return tau, value, res
+
+
 def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> ThresholdResult:
     """alpha_PR of ``problem`` with its noise set to 0 (its alpha and lam are
     ignored): the smallest alpha at which ERM with lam -> 0+ recovers S0
@@ -222,23 +233,14 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
         # them is resolved and Phi is that of the descent cone of the trace norm at a
         # matrix of this rank fraction, whatever the atoms.  The quadrature route would
         # need sigma << s_min, where E = Q0 - 2m + q cancels below its accuracy.
-        res = minimize_scalar(lambda t: descent_cone_mse_ratio(rank_fraction, t),
-                              bounds=(0.0, 6.0), method="bounded", options={"xatol": 1e-9})
-        tau, phi = float(res.x), float(res.fun)
-        phi0 = descent_cone_mse_ratio(rank_fraction, 0.0)
-        if phi0 < phi:
-            tau, phi = 0.0, phi0
+        tau, phi, res = _minimise_over_tau(lambda t: descent_cone_mse_ratio(rank_fraction, t),
+                                           xatol=1e-9)
         method = (f"lam -> 0+ limit, Delta = 0: min over tau of the descent-cone Phi(tau) of "
                   f"a target of rank fraction {rank_fraction:.6g} (all its non-zero "
                   f"eigenvalues >= {s_min:.3g} > 0, no rank cap; {geo.description})")
         return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
                                bool(res.success), "converged" if res.success else str(res.message))
-    res = minimize_scalar(lambda t: recovery_mse_ratio(problem, t, sigma), bounds=(0.0, 6.0),
-                          method="bounded", options={"xatol": 1e-7})
-    tau, phi = float(res.x), float(res.fun)
-    phi0 = recovery_mse_ratio(problem, 0.0, sigma)
-    if phi0 < phi:  # the minimum sits at the boundary tau = 0
-        tau, phi = 0.0, phi0
+    tau, phi, res = _minimise_over_tau(lambda t: recovery_mse_ratio(problem, t, sigma), xatol=1e-7)
     method = (f"lam -> 0+ limit, Delta = 0: min over tau of Phi(tau) = lim E/sigma^2 "
               f"(Richardson from sigma = {sigma:g}, {2 * sigma:g}; {geo.description})")
     converged, status = bool(res.success), "converged" if res.success else str(res.message)

@@ -168,7 +168,7 @@ def run_gaussian_sensing(family: str, d: int, seed: int, alpha: float = ALPHA) -
     sensing.A = rng.standard_normal((n, sensing.A.shape[1])) / math.sqrt(d)
     sensing.n = n
     O = np.linalg.qr(rng.standard_normal((d, d)))[0]
-    S0 = (O * target_eigenvalues(p.target, d)) @ O.T
+    S0 = (O * np.sort(target_eigenvalues(p.target, d))) @ O.T
     y = math.sqrt(2.0) * sensing.forward(S0) + math.sqrt(NOISE) * rng.standard_normal((n, 1))
     t0 = time.time()
     res = gamp(sensing, y, ch, den, options=GAMPOptions(max_iter=2000, tol=1e-9, row_norms=False))

@@ -162,18 +162,12 @@ def add_heads_parser(sub: Any) -> None:
 
 def _simulation_parent(mode: str) -> argparse.ArgumentParser:
     """The flags of the simulation modes; each mode gets only those it reads."""
+    from ..cli import OmittingArgumentGroup
+
     p = argparse.ArgumentParser(add_help=False)
-    group = p.add_argument_group("synthetic task (docs/heads.md)")
     # allocation sweeps --n-values; only weighting ranks heads on validation points
-    omit = {"allocation": ("--n", "--n-val"), "rotation": ("--n-val",)}.get(mode, ())
-
-    class _Group:
-        @staticmethod
-        def add_argument(flag: str, **kw: Any) -> None:
-            if flag not in omit:
-                group.add_argument(flag, **kw)
-
-    g = _Group()
+    omit = {"allocation": ("n", "n_val"), "rotation": ("n_val",)}.get(mode, ())
+    g = OmittingArgumentGroup(p, "synthetic task (docs/heads.md)", omit)
     g.add_argument("--d-model", type=int, default=None, metavar="D_MODEL",
                    help="input dimension (default: rotation (H+1) d_k, allocation D, "
                         "weighting H d_k)")
