@@ -136,15 +136,15 @@ def run_fista(family: str, d: int, seed: int, kappa: float = 1.0, alpha: float =
 
 def run_lbfgs(family: str, d: int, seed: int, kappa: float, alpha: float = ALPHA) -> dict:
     from amp_attention.channels import channel_for
-    from amp_attention.erm_nonlinear import direct_erm_channel
+    from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
 
     p = problem(family, d, kappa, alpha)
+    ch = channel_for(p.task)
+    data = generate_channel_dataset(p, d, seed, ch, "quantile")  # the run's own data and S0
     t0 = time.time()
-    r = direct_erm_channel(p, d, seed, channel=channel_for(p.task), restarts=2, tol=1e-7,
-                           max_iter=20000, target_spectrum="quantile", n_test=2)
-    from amp_attention.data import generate_dataset
-
-    S0 = generate_dataset(p, d, seed, "quantile").S0
+    r = direct_erm_channel(p, d, seed, channel=ch, restarts=2, tol=1e-7, max_iter=20000,
+                           data=data, n_test=2)
+    S0 = data.S0
     return {"solver": "lbfgs-W", "converged": bool(r.converged), "iterations": r.iterations,
             "residual": r.residual, "seconds": time.time() - t0, "n": r.n,
             "train_error": r.train_error, "loss": r.loss, **_stats(r.S, S0)}
