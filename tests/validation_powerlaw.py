@@ -51,6 +51,10 @@ D_LAW = 100
 KAPPA_CAP = 0.035
 # further sample ratios (kappa = 1, per_d family): where the finite-size gap closes
 ALPHA_SCAN = (0.1, 0.3)
+# the issue's rank-1 point: kappa d = 1 at d = 400, tiny alpha, lam = 0.025 sqrt(alpha)
+RANK1_ALPHA = 0.0048375
+RANK1_KAPPA = 0.0025
+RANK1_D_LAW = 400
 
 
 def lam_of(alpha: float) -> float:
@@ -70,6 +74,40 @@ def problem(family: str, d: int, kappa: float = 1.0, alpha: float = ALPHA) -> Pr
         raise ValueError(family)
     return Problem(Task("linear", L=1, noise=NOISE), target, Learner(kappa, lam_of(alpha)),
                    alpha=alpha)
+
+
+def rank1_problem(family: str, d: int) -> Problem:
+    """The rank-1 point of the issue at dimension d (p = kappa d = d/400 columns).
+
+    ``per_d``: the CLI's target at d; ``fixed_law``: the 400 atoms of the
+    target-d = 400 law, each repeated d/400 times, whose d -> infinity limit is
+    the SE with target-d = 400 (the issue's 9.49)."""
+    if family == "per_d":
+        target = PowerLawTarget(GAMMA, d=d, p0=d)
+    elif family == "fixed_law":
+        atoms = PowerLawTarget(GAMMA, d=RANK1_D_LAW, p0=RANK1_D_LAW).eigenvalues()
+        target = CustomTarget(eigenvalues=tuple(float(s) for s in atoms))
+    else:
+        raise ValueError(family)
+    return Problem(Task("linear", L=1, noise=NOISE), target,
+                   Learner(RANK1_KAPPA, 0.025 * math.sqrt(RANK1_ALPHA)), alpha=RANK1_ALPHA)
+
+
+def run_rank1(family: str, d: int, seed: int) -> dict:
+    """L-BFGS over W (p = d/400 columns), 1 + 3 starts, the lowest objective kept."""
+    from amp_attention.channels import channel_for
+    from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
+
+    p = rank1_problem(family, d)
+    ch = channel_for(p.task)
+    data = generate_channel_dataset(p, d, seed, ch, "quantile")
+    t0 = time.time()
+    r = direct_erm_channel(p, d, seed, channel=ch, restarts=3, tol=1e-7, max_iter=20000,
+                           data=data, n_test=2)
+    return {"solver": "lbfgs-W", "converged": bool(r.converged), "iterations": r.iterations,
+            "residual": r.residual, "seconds": time.time() - t0, "n": r.n,
+            "restart_losses": list(map(float, r.restart_losses)),
+            "train_error": r.train_error, "loss": r.loss, **_stats(r.S, data.S0)}
 
 
 def se_problem(family: str, d: int, kappa: float = 1.0, alpha: float = ALPHA) -> Problem:
@@ -185,7 +223,7 @@ def cases() -> list[tuple[str, callable]]:
     for d, seeds in ((200, 4), (400, 3), (800, 2)):
         for s in range(seeds):
             out.append((f"per_d_k1_gamp_d{d}_s{s}", lambda d=d, s=s: run_gamp("per_d", d, s)))
-    for d, seeds in ((100, 8), (200, 4), (400, 3), (800, 2)):
+    for d, seeds in ((100, 8), (200, 4), (400, 3), (800, 3)):
         for s in range(seeds):
             out.append((f"fixed_law_k1_gamp_d{d}_s{s}", lambda d=d, s=s: run_gamp("fixed_law", d, s)))
     for a in ALPHA_SCAN:
@@ -204,6 +242,12 @@ def cases() -> list[tuple[str, callable]]:
                         lambda d=d, s=s: run_fista("per_d", d, s, KAPPA_CAP)))
             out.append((f"per_d_cap_lbfgs_d{d}_s{s}",
                         lambda d=d, s=s: run_lbfgs("per_d", d, s, KAPPA_CAP)))
+    for d, seeds in ((400, 3), (800, 3), (1600, 2)):
+        for s in range(seeds):
+            for fam in ("fixed_law", "per_d"):
+                if fam == "per_d" and d == RANK1_D_LAW:
+                    continue  # the same target as fixed_law at d = 400
+                out.append((f"rank1_{fam}_d{d}_s{s}", lambda f=fam, d=d, s=s: run_rank1(f, d, s)))
     return out
 
 
