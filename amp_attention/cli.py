@@ -15,7 +15,8 @@ Exit codes: 0 success; 2 bad input (argparse errors, any ValueError raised by
 the problem specification, a channel that is not implemented yet, a file that
 cannot be written); 3 the computation ran but did not converge (the results are
 still printed).  The CLI is the top floor of the package: it is the only module
-of ``amp_attention`` that imports ``solvers``, and only inside functions.
+of ``amp_attention`` that imports ``amp_attention.solvers`` (installed from the
+solvers/ folder), and only inside functions.
 """
 
 from __future__ import annotations
@@ -846,7 +847,7 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
 
 
 def _mc_options(args: argparse.Namespace):
-    from solvers.state_evolution import MonteCarloOptions
+    from amp_attention.solvers.state_evolution import MonteCarloOptions
 
     try:
         return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
@@ -867,7 +868,7 @@ def cmd_se(args: argparse.Namespace) -> int:
         _prepare_path(spectrum_path)
 
     # the CLI is the top floor: it may see solvers
-    from solvers.state_evolution import solve_state_evolution
+    from amp_attention.solvers.state_evolution import solve_state_evolution
 
     finite_d = None
     if args.finite_d is not None:
@@ -1064,7 +1065,7 @@ def cmd_amp(args: argparse.Namespace) -> int:
     """``amp-attention amp``: GAMP on one data set, beside the SE iterates and fixed point."""
     import numpy as np
 
-    from solvers.state_evolution import se_iterates, solve_state_evolution
+    from amp_attention.solvers.state_evolution import se_iterates, solve_state_evolution
 
     from .channels import channel_for
     from .data import check_dimension, check_seed, sample_tokens
@@ -1157,7 +1158,7 @@ def cmd_amp(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """``amp-attention validate``: SE curve vs Adam-trained layers; CSV/JSON/PNG in --out."""
-    from solvers.validate import ValidationPlan, run_validation
+    from amp_attention.solvers.validate import ValidationPlan, run_validation
 
     from .adam import AdamOptions
 
@@ -1186,8 +1187,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_spectrum(args: argparse.Namespace) -> int:
     """``amp-attention spectrum``: predicted spectra; with --simulate, overlay and Kolmogorov distances."""
-    from solvers.spectra import SpectrumPlan, run_spectrum_check
-    from solvers.state_evolution import solve_state_evolution
+    from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
+    from amp_attention.solvers.state_evolution import solve_state_evolution
 
     from .adam import AdamOptions
 
@@ -1216,7 +1217,7 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
         return EXIT_NOT_CONVERGED
     outliers = None
     if problem.target.kind in ("spiked", "powerlaw"):
-        from solvers.outliers import predict_outliers
+        from amp_attention.solvers.outliers import predict_outliers
 
         outliers = [o.to_dict() for o in predict_outliers(problem, se)]
         (out / "outliers.json").write_text(_dumps({"params": params, "outliers": outliers}))
@@ -1244,7 +1245,7 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
 
 
 def _threshold_row(problem: Problem) -> dict:
-    from solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
+    from amp_attention.solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
 
     row: dict[str, Any] = {}
     for key, fun in (("alpha_interp", interpolation_threshold),
@@ -1348,7 +1349,7 @@ def _dask_executor(args: argparse.Namespace):
 
 def cmd_phase_diagram(args: argparse.Namespace) -> int:
     """``amp-attention phase-diagram``: resumable SE grid, npz + JSON + heatmaps."""
-    from solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
+    from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
 
     from . import plotting
 
@@ -1386,7 +1387,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
-    from solvers.phase_diagram import load_phase_diagram
+    from amp_attention.solvers.phase_diagram import load_phase_diagram
 
     _, arrays = load_phase_diagram(out)
     vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
@@ -1407,7 +1408,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     """``amp-attention scaling``: SE along log alpha for a power-law target, fits, figure."""
     import numpy as np
 
-    from solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,
+    from amp_attention.solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,
                                  recovered_mode_exponent, recovery_alphas, run_scaling)
 
     from . import plotting
@@ -1462,7 +1463,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     fits["recovery_alpha"] = {str(k): a for k, a in recovery_alphas(rows).items()}
     params = {**problem.to_dict(), "alphas": list(alphas), "lam_exponent": args.lam_exponent,
               "e0": args.e0}
-    from solvers.runstore import atomic_write_json
+    from amp_attention.solvers.runstore import atomic_write_json
 
     atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
     cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
@@ -1518,7 +1519,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     """``amp-attention quickstart``: SE curve + ERM overlay on the built-in defaults."""
     import numpy as np
 
-    from solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
+    from amp_attention.solvers.state_evolution import solve_state_evolution  # the CLI is the top floor
 
     from . import plotting
     from .spec import Learner, Problem, Task, WishartTarget
@@ -1616,7 +1617,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict]) -> None:
-    from solvers.state_evolution import RESULT_FIELDS
+    from amp_attention.solvers.state_evolution import RESULT_FIELDS
 
     erm_by_alpha = {r["alpha"]: r for r in erm_rows}
     erm_cols = [f"erm_{f}_{s}" for f in _QS_COLUMNS for s in ("mean", "stderr")]

@@ -20,7 +20,7 @@ and Z_r off-diagonal variance 1/d (semicircle on [-2, 2]).  The eigenvectors
 of S0 need not be drawn: Z is rotation invariant.  The draws Z_r are fixed for
 the whole fixed-point solve (common random numbers), so the SE map stays
 deterministic; their spread is the sampling error, propagated through the
-fixed point by :func:`solvers.state_evolution.propagated_sampling_stderr`.
+fixed point by :func:`amp_attention.solvers.state_evolution.propagated_sampling_stderr`.
 """
 
 from __future__ import annotations

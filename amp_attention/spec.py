@@ -147,7 +147,7 @@ class SpikedTarget:
 
     The spikes have zero mass as d -> infinity: the SE's overlaps are those of
     the bulk, and each spike shows up as an outlier eigenvalue of Shat when it
-    is strong enough (THEORY 5; ``solvers.outliers``).  Its eigenvector is the
+    is strong enough (THEORY 5; ``amp_attention.solvers.outliers``).  Its eigenvector is the
     corresponding column of O.
     """
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 CASES = [("softmax", 2, 15), ("softmax", 3, 16), ("seq2lab", 2, 15)]  # (channel, L, log2 n)
 

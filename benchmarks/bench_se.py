@@ -28,7 +28,7 @@ import numpy as np
 from amp_attention.channels import LinearChannel
 from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 POINT = dict(kappa0=0.5, L=1, noise=0.5, lam=0.1, alpha=0.5, kappa=1.0)
 REF_PATH = Path(__file__).parent / "data" / "se_reference.json"

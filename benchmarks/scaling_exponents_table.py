@@ -36,7 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task  # noqa: E402
-from solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,  # noqa: E402
+from amp_attention.solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,  # noqa: E402
                              recovered_mode_exponent, run_scaling)
 
 GAMMAS = (0.75, 1.0, 1.25, 1.5)

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
 from amp_attention.training import erm_statistics  # noqa: E402
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution  # noqa: E402
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "figures" / "softmax_interpolation.png"

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
-from solvers.thresholds import interpolation_threshold, perfect_recovery_threshold  # noqa: E402
+from amp_attention.solvers.thresholds import interpolation_threshold, perfect_recovery_threshold  # noqa: E402
 
 
 def main(argv=None) -> None:

@@ -18,7 +18,7 @@ Sobol sequences -- common random numbers across SE iterations, so that the SE
 map (m, q, V) -> hats is a deterministic, smooth function and a fixed point
 exists -- in ``replicas`` independent scramblings; the spread over replicas gives
 the standard error of each field at fixed overlaps.  How that noise moves the
-fixed point itself is propagated by solvers.state_evolution (delta method over
+fixed point itself is propagated by amp_attention.solvers.state_evolution (delta method over
 the replicas, ``propagated_mc_stderr``).
 """
 

@@ -14,7 +14,7 @@ of Shat).  Two faces, as everywhere in the package:
 * finite d (:func:`measured_decomposition`): the four terms of a trained S and
   the target S0 by projection on the top ``n_outliers`` eigenvectors of S;
 * SE (:func:`predicted_decomposition`): from the outliers of
-  :mod:`solvers.outliers` (learned eigenvalue lambda_k = f(z_k), cos^2_k) and
+  :mod:`amp_attention.solvers.outliers` (learned eigenvalue lambda_k = f(z_k), cos^2_k) and
   the SE overlaps m, q.  With u_k the learned eigenvector of mode k, theta_a =
   mh s_a and nu the law of the other modes (weights w_a = 1/d for the atoms of a
   finite-d target),
@@ -163,7 +163,7 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     """The four terms from the SE fixed point ``result`` of ``problem`` (module docstring).
 
     P covers the k* modes of :func:`outlier_structure` unless ``outliers``
-    (from :func:`solvers.outliers.predict_outliers`) are given; ``structure``: that
+    (from :func:`amp_attention.solvers.outliers.predict_outliers`) are given; ``structure``: that
     :func:`outlier_structure`, when the caller already has it.  ``mc``: the
     RQMC options of a non-linear channel's test-error mismatch (default: the SE's)."""
     if not result.converged:

@@ -3,7 +3,7 @@
 For a target with s_k ~ k^(-gamma) (:class:`~amp_attention.spec.PowerLawTarget`,
 deterministic equivalent at the target's d) the SE is solved along a grid of
 alpha = n/d^2 with warm starts (continuation); at each point it records the
-errors, the count k* of recovered modes (:func:`solvers.decomposition.outlier_structure`)
+errors, the count k* of recovered modes (:func:`amp_attention.solvers.decomposition.outlier_structure`)
 and the four-way decomposition.  lam may scale with the sample size,
 
     lam(alpha) = lam0 (alpha / alpha_0)^(-lam_exponent)       (alpha_0 = first grid point),

@@ -4,7 +4,7 @@ One SE point: spec -> target spectrum -> [hats from the channel at (m, q, V)]
 -> [overlaps from the denoiser functionals over rho_B] -> fixed point.
 
     >>> from amp_attention.spec import Problem, Task, WishartTarget, Learner
-    >>> from solvers.state_evolution import solve_state_evolution
+    >>> from amp_attention.solvers.state_evolution import solve_state_evolution
     >>> r = solve_state_evolution(Problem(Task("linear", L=1, noise=0.5),
     ...                                   WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5))
     >>> r.converged
@@ -130,7 +130,7 @@ def _check_solver_options(method: str, start: str, tol: float, max_iter: int, da
 
 @dataclass(frozen=True)
 class MonteCarloOptions:
-    """RQMC settings of non-linear channel expectations (solvers.channel_integrals).
+    """RQMC settings of non-linear channel expectations (amp_attention.solvers.channel_integrals).
 
     2**log2_n scrambled-Sobol points per replica, ``replicas`` independent
     scramblings (their spread, propagated through the fixed point, is the
@@ -140,7 +140,7 @@ class MonteCarloOptions:
     start from the coarse Jacobian (a few expensive evaluations instead of a full iteration);
     coarse_log2_n >= log2_n switches this off.  ``warm_start``: warm-started,
     guarded prox evaluations after the first on each level
-    (:class:`~solvers.channel_integrals.MonteCarloChannel`).
+    (:class:`~amp_attention.solvers.channel_integrals.MonteCarloChannel`).
     """
 
     log2_n: int = 14

@@ -5,7 +5,7 @@ For a base problem, a grid of sample ratios and a list of dimensions, every
 and is stored as one JSON file in ``OUT/runs`` (written atomically), so a
 rerun skips finished runs and an interrupted sweep resumes.  The SE is solved
 on a fine alpha grid (theory lines) and at the grid points.  Per alpha the
-per-seed values are fitted as a + b/d (:func:`solvers.extrapolation.fit_inverse_d`,
+per-seed values are fitted as a + b/d (:func:`amp_attention.solvers.extrapolation.fit_inverse_d`,
 variance exponent estimated when there are >= 2 seeds at >= 2 d).  Outputs:
 ``OUT/validate.csv`` (one row per alpha and d, plus d = "inf" for the
 extrapolation and "theory"), ``OUT/validate.json`` (parameters, theory curve,

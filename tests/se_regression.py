@@ -94,7 +94,7 @@ def is_monte_carlo(problem: Problem) -> bool:
 
 
 def solve(problem: Problem) -> dict:
-    from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+    from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
     t0 = time.time()
     # few RQMC points: the record is about reproducing numbers, not about their accuracy

@@ -1,10 +1,10 @@
-"""RQMC channel expectations (solvers.channel_integrals) against closed forms."""
+"""RQMC channel expectations (amp_attention.solvers.channel_integrals) against closed forms."""
 
 import numpy as np
 import pytest
 
 from amp_attention.channels import LinearChannel
-from solvers.channel_integrals import SE_FIELDS, MonteCarloChannel, sobol_normals
+from amp_attention.solvers.channel_integrals import SE_FIELDS, MonteCarloChannel, sobol_normals
 
 
 def test_sobol_normals_are_standard_normal_and_reproducible():

@@ -14,7 +14,7 @@ import pytest
 
 from amp_attention.cli import main
 from amp_attention.training import STAT_FIELDS, erm_statistics
-from solvers.state_evolution import RESULT_FIELDS
+from amp_attention.solvers.state_evolution import RESULT_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM_KEYS = {"channel", "L", "beta", "noise", "noise_at", "target", "kappa", "lam",
@@ -371,7 +371,7 @@ def test_module_help_subprocess() -> None:
 
 def test_package_does_not_import_solvers() -> None:
     code = ("import sys, amp_attention, amp_attention.cli, amp_attention.plotting; "
-            "assert 'solvers' not in sys.modules, 'solvers imported'")
+            "assert 'amp_attention.solvers' not in sys.modules, 'solvers imported'")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -8,14 +8,14 @@ import pytest
 from amp_attention.data import sample_target_matrix
 from amp_attention.denoisers import denoiser_for
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
-from solvers.decomposition import (
+from amp_attention.solvers.decomposition import (
     count_outliers,
     measured_decomposition,
     outlier_structure,
     predicted_decomposition,
 )
-from solvers.spectra import PredictedSpectrum
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.spectra import PredictedSpectrum
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 
 def _random_psd(d, rng, rank):
@@ -106,7 +106,7 @@ def test_a_target_without_separated_modes_has_nothing_recovered():
 
 
 def test_softmax_reports_the_test_error_mismatch():
-    from solvers.state_evolution import MonteCarloOptions, StateEvolution
+    from amp_attention.solvers.state_evolution import MonteCarloOptions, StateEvolution
 
     mc = MonteCarloOptions(10, 2)
     p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.3),

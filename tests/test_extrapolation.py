@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from solvers.extrapolation import estimate_variance_exponent, fit_inverse_d
+from amp_attention.solvers.extrapolation import estimate_variance_exponent, fit_inverse_d
 
 D = np.repeat([48, 64, 96, 128], 6).astype(float)
 

@@ -13,7 +13,7 @@ from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.finite_size import FiniteSizeDenoiser, FiniteSizeOptions, goe
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
 from amp_attention.targets import target_measure
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 
 def test_goe_normalisation() -> None:

@@ -7,8 +7,8 @@ import pytest
 
 from amp_attention.data import sample_target_matrix
 from amp_attention.spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
-from solvers.outliers import measured_outliers, predict_outliers
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.outliers import measured_outliers, predict_outliers
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 PROBLEM = Problem(Task("linear", L=1, noise=1.0), SpikedTarget(0.5, (4.8, 6.0, 9.0)),
                   Learner(1.0, 0.1), alpha=0.3)

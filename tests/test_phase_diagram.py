@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.phase_diagram import (FIELDS, PhaseDiagramPlan, assemble, grid, load_phase_diagram,
+from amp_attention.solvers.phase_diagram import (FIELDS, PhaseDiagramPlan, assemble, grid, load_phase_diagram,
                                    point_file, run_phase_diagram)
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBLEM = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1))

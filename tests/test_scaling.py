@@ -7,8 +7,8 @@ import pytest
 
 from amp_attention.cli import build_parser, main
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
-from solvers import scaling
-from solvers.scaling import (
+from amp_attention.solvers import scaling
+from amp_attention.solvers.scaling import (
     ScalingPlan,
     fit_power_law,
     noise_limited_exponent,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.fixed_point import solve_fixed_point_quasi_newton
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.fixed_point import solve_fixed_point_quasi_newton
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 # Small lam: the denoiser amplifies the noise of the hats strongly here, so the
 # fixed-overlap replica spread alone underestimates the error several-fold.
@@ -73,7 +73,7 @@ def test_propagated_stderr_matches_the_spread_over_rqmc_seeds():
 
 def test_warm_started_integrals_equal_the_cold_ones_at_beta_1():
     from amp_attention.channels import channel_for
-    from solvers.channel_integrals import MonteCarloChannel
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel
 
     ch = channel_for(PROBLEM.task)
     cold = MonteCarloChannel(ch, log2_n=9, replicas=3, seed=4)
@@ -104,7 +104,7 @@ class _WorseWhenWarm:
 
 def test_warm_start_guard_falls_back_to_the_cold_solve():
     from amp_attention.channels import channel_for
-    from solvers.channel_integrals import MonteCarloChannel
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel
 
     ch = channel_for(PROBLEM.task)
     ref = MonteCarloChannel(ch, log2_n=8, replicas=2, seed=1)
@@ -120,7 +120,7 @@ def test_stein_estimate_of_m_hat_agrees_with_the_direct_one_and_is_less_noisy():
     form 2 alpha E tr[(I + V H)^-1 J(uhat)^T J(u*)] estimate the same number;
     at this point (unique prox minimisers) the second has a far smaller spread."""
     from amp_attention.channels import SoftmaxChannel
-    from solvers.channel_integrals import MonteCarloChannel
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel
 
     ch = SoftmaxChannel(3, 1.0, 0.1)
     x = (0.988, 0.726, 0.888, 1.5, 0.5)  # m, q, V, Q0, alpha near the L = 3 benchmark point

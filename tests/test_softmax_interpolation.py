@@ -12,7 +12,7 @@ import pytest
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.training import erm_statistics
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 
 def _problem(alpha, lam):

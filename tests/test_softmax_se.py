@@ -12,7 +12,7 @@ beta-independent linear SE, with an error that shrinks like beta^2.
 
 from amp_attention.channels.linear_outputs import LinearOutputChannel
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 D0, LAM0 = 0.5, 0.5
 

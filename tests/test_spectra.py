@@ -1,4 +1,4 @@
-"""`solvers.spectra`: predicted CDFs of Shat/W, Kolmogorov distance, Adam overlay (issue 5)."""
+"""`amp_attention.solvers.spectra`: predicted CDFs of Shat/W, Kolmogorov distance, Adam overlay (issue 5)."""
 
 import json
 import math
@@ -9,9 +9,9 @@ from scipy import stats
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.spectra import (PredictedSpectrum, SpectrumPlan, kolmogorov_distance,
+from amp_attention.solvers.spectra import (PredictedSpectrum, SpectrumPlan, kolmogorov_distance,
                              run_spectrum_check, spectrum_run_file)
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 
 def _problem(kappa=1.0, lam=0.05, parameterisation="factorised", alpha=0.5):

@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 
 from amp_attention.channels import LinearChannel
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
-from solvers.state_evolution import RESULT_FIELDS, StateEvolution, solve_state_evolution
+from amp_attention.solvers.state_evolution import RESULT_FIELDS, StateEvolution, solve_state_evolution
 
 
 @pytest.mark.parametrize("L", [1, 2, 3])

@@ -7,8 +7,8 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import solve_state_evolution
-from solvers.thresholds import (ConstraintGeometry, descent_cone_mse_ratio,
+from amp_attention.solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.thresholds import (ConstraintGeometry, descent_cone_mse_ratio,
                                 interpolation_threshold, perfect_recovery_threshold,
                                 recovery_mse_ratio)
 

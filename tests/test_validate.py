@@ -1,4 +1,4 @@
-"""`solvers.validate`: SE curve vs Adam runs, resumable, with table and figure (issue 5)."""
+"""`amp_attention.solvers.validate`: SE curve vs Adam runs, resumable, with table and figure (issue 5)."""
 
 import csv
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.validate import ValidationPlan, run_file, run_validation
+from amp_attention.solvers.validate import ValidationPlan, run_file, run_validation
 
 PLAN = ValidationPlan(
     Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from recording import write_record
 
-from solvers.validate import run_validation
+from amp_attention.solvers.validate import run_validation
 from validation_adam import PLANS, RECORD, RELATIVE_TOLERANCE, compact, deviations
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from amp_attention.training import erm_statistics
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from validation_channels import N_TEST_MIN, POINTS, QUANTITIES, load_record, problem_of
 
 NAME = "softmax_L2_a0.5_lam0.2"

@@ -39,13 +39,13 @@ from recording import cached_json, write_record
 from amp_attention.data import generate_dataset
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task
 from amp_attention.training import direct_erm
-from solvers.decomposition import (
+from amp_attention.solvers.decomposition import (
     count_outliers,
     measured_decomposition,
     outlier_structure,
     predicted_decomposition,
 )
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from solvers.state_evolution import MonteCarloOptions, se_iterates
+from amp_attention.solvers.state_evolution import MonteCarloOptions, se_iterates
 from validation_gamp import CASES, T, gamp_trajectory, load_record
 
 D, SEEDS = 64, 3

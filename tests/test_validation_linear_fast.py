@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from amp_attention.training import direct_erm
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.state_evolution import solve_state_evolution
 from validation_linear import POINTS, QUANTITIES, finite_d_problem, load_record, problem_of
 
 FAST_POINTS = ["L1_k1_k0.5_lam0.1_D0.5_a0.5", "L2_k1.5_k0.2_lam0.3_D0_a0.6",

@@ -34,7 +34,7 @@ from recording import write_record
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.spectra import SpectrumPlan, run_spectrum_check
+from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ with it all 8 comparisons pass.  docs/validation.md reports both passes.
 The linear channel's test error is exact (sum_k 2 c_k ||S - S0||_F^2/d); the
 softmax one is measured on max(n, 20000) fresh samples.  Per alpha the train
 and test errors are fitted as a + b/d (variance exponent estimated from the
-seed spread, :func:`solvers.extrapolation.fit_inverse_d`); the intercept must
+seed spread, :func:`amp_attention.solvers.extrapolation.fit_inverse_d`); the intercept must
 agree with the SE within 5 % (the acceptance of issue 5).
 
 Why Delta = 0.5 for the linear channel: at Delta = 0.1 the finite-size
@@ -49,8 +49,8 @@ from pathlib import Path
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import MonteCarloOptions
-from solvers.validate import ValidationPlan
+from amp_attention.solvers.state_evolution import MonteCarloOptions
+from amp_attention.solvers.validate import ValidationPlan
 
 RECORD = Path(__file__).parent / "data" / "adam_validation.json"
 QUANTITIES = ("test_error", "train_error")

@@ -30,8 +30,8 @@ from recording import cached_json
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.training import erm_statistics
-from solvers.extrapolation import fit_inverse_d
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.extrapolation import fit_inverse_d
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 RECORD = Path(__file__).parent / "data" / "channels_finite_size.json"
 QUANTITIES = ("train_error", "test_error")

@@ -27,7 +27,7 @@ from amp_attention.denoisers import denoiser_for
 from amp_attention.erm_nonlinear import generate_channel_dataset
 from amp_attention.gamp import GAMPOptions, gamp
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from solvers.state_evolution import MonteCarloOptions, se_iterates
+from amp_attention.solvers.state_evolution import MonteCarloOptions, se_iterates
 
 RECORD = Path(__file__).parent / "data" / "gamp_trajectories.json"
 T = 8

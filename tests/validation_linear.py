@@ -17,8 +17,8 @@ import numpy as np
 from amp_attention.spec import CustomTarget, Learner, Problem, Task, WishartTarget
 from amp_attention.targets import target_measure
 from amp_attention.training import direct_erm
-from solvers.extrapolation import fit_inverse_d
-from solvers.state_evolution import solve_state_evolution
+from amp_attention.solvers.extrapolation import fit_inverse_d
+from amp_attention.solvers.state_evolution import solve_state_evolution
 
 RECORD = Path(__file__).parent / "data" / "linear_finite_size.json"
 

@@ -254,7 +254,7 @@ def cases() -> list[tuple[str, callable]]:
 def se_reference(family: str, d: int, alpha: float = ALPHA, finite_d_draws: int = 0) -> dict:
     """The deterministic-equivalent SE (and, with draws, the GOE finite-d mode at d) of a case."""
     from amp_attention.finite_size import FiniteSizeOptions
-    from solvers.state_evolution import solve_state_evolution
+    from amp_attention.solvers.state_evolution import solve_state_evolution
 
     r = solve_state_evolution(se_problem(family, d, 1.0, alpha))
     out = {"matrix_mse": r.matrix_mse, "converged": r.converged, "V": r.V, "V_hat": r.V_hat}

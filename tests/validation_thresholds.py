@@ -35,8 +35,8 @@ from recording import cached_json
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.training import erm_statistics
-from solvers.state_evolution import MonteCarloOptions, solve_state_evolution
-from solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
 
 RECORD = Path(__file__).parent / "data" / "thresholds_finite_size.json"
 FACTORS = (0.8, 0.9, 1.1, 1.25)
