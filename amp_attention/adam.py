@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from .channels import channel_for
 from .erm_nonlinear import (N_TEST_MIN, generate_channel_dataset, objective_S, objective_W,
                             population_error)
 from .operators import preactivations
+from .result import Result, Status
 
 OPTIMISERS = ("adam", "gd")
 
@@ -84,7 +86,7 @@ class AdamOptions:
 
 
 @dataclass(frozen=True, eq=False)
-class AdamRun:
+class AdamRun(Result):
     """Outcome of :func:`train`: the parameter (W or S), S, the final full-batch
     objective R and its relative gradient norm, status, iterations, and the
     history rows (iteration, loss R/n, relative gradient norm, learning rate)."""
@@ -93,11 +95,11 @@ class AdamRun:
     S: np.ndarray
     objective: float
     grad_norm: float
-    converged: bool
-    status: str
     iterations: int
     history: tuple[tuple[int, float, float, float], ...] = field(repr=False, default=())
     seconds: float = 0.0
+
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("params", "S")
 
 
 def _objective(X, y, P, channel, lam, elementwise: bool):
@@ -162,7 +164,8 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
     order = rng.permutation(n)
     pos = 0
     patience = opts.patience if B == n else max(2, opts.patience * B // n)
-    status, converged, it = "max_iter: not converged", False, 0
+    (status, message), converged, it = (Status.MAX_ITER, "not converged in "
+                                        f"{opts.max_iter} iterations"), False, 0
     for it in range(1, opts.max_iter + 1):
         epoch_end = False
         if B < n:
@@ -178,16 +181,18 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
         else:
             P = P - lr * G
         if not np.all(np.isfinite(P)):
-            status = f"diverged at iteration {it}: non-finite parameters (lower the learning rate)"
+            status, message = Status.DIVERGED, (f"at iteration {it}: non-finite parameters "
+                                                "(lower the learning rate)")
             break
         if B == n:
             R, G = _objective(X, y, P, channel, lam, elementwise)
             if not (math.isfinite(R) and np.all(np.isfinite(G))):
-                status = f"diverged at iteration {it}: non-finite loss (lower the learning rate)"
+                status, message = Status.DIVERGED, (f"at iteration {it}: non-finite loss "
+                                                    "(lower the learning rate)")
                 break
             gnorm = float(np.linalg.norm(G)) / g0
             if gnorm <= opts.tol:
-                converged, status = True, "converged"
+                converged, status, message = True, Status.CONVERGED, ""
                 history.append((it, R / n, gnorm, lr))
                 break
         elif epoch_end:
@@ -205,15 +210,16 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                 lr, since = 0.5 * lr, 0
                 if lr < opts.lr_min:
                     # the loss-plateau criterion: no decrease left at any step size
-                    status = f"plateau: learning rate below lr_min = {opts.lr_min:g}"
+                    status = Status.PLATEAU
+                    message = f"learning rate below lr_min = {opts.lr_min:g}"
                     converged = True
                     break
     R, G = _objective(X, y, P, channel, lam, elementwise)
     gnorm = float(np.linalg.norm(G)) / g0
     c = 1.0 if elementwise else math.sqrt(P.shape[0] * d)
     S = P if elementwise else (P.T @ P) / c
-    return AdamRun(P, 0.5 * (S + S.T), R, gnorm, converged, status, it, tuple(history),
-                   time.perf_counter() - t0)
+    return AdamRun(P, 0.5 * (S + S.T), R, gnorm, it, tuple(history), time.perf_counter() - t0,
+                   success=converged, status=status, message=message)
 
 
 # ------------------------------------------------------------- one trained layer
@@ -224,7 +230,7 @@ INIT_SEED_TAG = 0x1A17
 
 
 @dataclass(frozen=True, eq=False)
-class LayerResult:
+class LayerResult(Result):
     """One Adam-trained layer at dimension d on one data set.
 
     train_error (1/n) sum ||y - g(h(S_W))||^2; test_error the clean population
@@ -246,25 +252,12 @@ class LayerResult:
     q: float
     loss: float
     grad_norm: float
-    converged: bool
-    status: str
     iterations: int
     seconds: float
     eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     singular_values_W: np.ndarray | None = field(repr=False, default=None)
     history: tuple = field(repr=False, default=())
 
-    def to_dict(self) -> dict:
-        """Scalars, the spectra as lists and the history rows (JSON-ready)."""
-        out = {k: getattr(self, k) for k in ("d", "n", "seed", "train_error", "test_error",
-                                              "test_error_stderr", "matrix_mse", "m", "q", "loss",
-                                              "grad_norm", "converged", "status", "iterations",
-                                              "seconds")}
-        out["eigenvalues_S"] = [float(v) for v in self.eigenvalues_S]
-        out["singular_values_W"] = (None if self.singular_values_W is None
-                                    else [float(v) for v in self.singular_values_W])
-        out["history"] = [list(h) for h in self.history]
-        return out
 
 
 def train_layer(
@@ -311,7 +304,7 @@ def train_layer(
         d=d, n=data.n, seed=seed, train_error=train_err, test_error=test,
         test_error_stderr=test_se, matrix_mse=float(np.sum((S - S0) ** 2)) / d,
         m=float(np.sum(S0 * S)) / d, q=float(np.sum(S * S)) / d, loss=run.objective / data.n,
-        grad_norm=run.grad_norm, converged=run.converged, status=run.status,
+        grad_norm=run.grad_norm, success=run.success, status=run.status, message=run.message,
         iterations=run.iterations, seconds=run.seconds,
         eigenvalues_S=np.linalg.eigvalsh(S),
         singular_values_W=None if elementwise else np.linalg.svd(run.params, compute_uv=False),

@@ -182,6 +182,24 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+_GAMP_DIVERGED_HINT = "try a smaller --damping, e.g. 0.5, or a larger --V0"
+
+# What a user of the CLI can do about a fixed-point solve that stopped (results carry an
+# enumerated status and a message free of command-line advice; the advice lives here).
+_SE_HINTS = {
+    "max_iter": "raise --max-iter, or lower --damping",
+    "diverged": "try --damping 0.5 or --method damped",
+    "invalid": "try --damping 0.5 or --method damped",
+}
+
+
+def _se_failure(result) -> str:
+    """One line on a non-converged SE result, with the CLI's hint for its status."""
+    hint = _SE_HINTS.get(result.status.value)
+    return (f"status: {_one_line(result.summary)}{'; ' + hint if hint else ''}; residual "
+            f"{result.residual:.3g} after {result.iterations} iterations")
+
+
 def _flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
     """Rewrite a spec ValueError as 'argument --flag: <message> [(allowed range ...)]'."""
     msg = _one_line(str(exc))
@@ -907,8 +925,7 @@ def cmd_se(args: argparse.Namespace) -> int:
     if result.finite_size_warning:
         print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
     if not result.converged:
-        print(f"{PROG}: state evolution did not converge (status: {_one_line(result.status)}; "
-              f"residual {result.residual:.3g} after {result.iterations} iterations); the "
+        print(f"{PROG}: state evolution did not converge ({_se_failure(result)}); the "
               "values above are the last iterate, not a fixed point", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     return EXIT_OK
@@ -1098,8 +1115,8 @@ def cmd_amp(args: argparse.Namespace) -> int:
     res = gamp(data.X, data.y, ch, den, options=opts, S0=data.S0, test=(X_test, data.S0),
                progress=not args.json)
     if not res.history:  # diverged before its first iterate: nothing to compare
-        print(f"{PROG}: GAMP {res.status}; no iterate was completed, nothing to compare "
-              "with the SE", file=sys.stderr)
+        print(f"{PROG}: GAMP {res.summary} ({_GAMP_DIVERGED_HINT}); no iterate was "
+              "completed, nothing to compare with the SE", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     n_se = min(args.se_iterates, len(res.history) - 1) if args.damping == 1.0 else 0
     traj = se_iterates(problem, (0.0, 0.0, args.V0), n_se, mc=mc) if n_se else np.empty((0, 3))
@@ -1127,7 +1144,7 @@ def cmd_amp(args: argparse.Namespace) -> int:
                       "se": se.to_dict()}))
     else:
         _print_params(params)
-        print(f"GAMP at d = {d}, n = {data.n}: {res.status} after {res.iterations} iterations "
+        print(f"GAMP at d = {d}, n = {data.n}: {res.summary} after {res.iterations} iterations "
               f"({res.seconds:.1f} s)")
         print(f"  {'t':>4} {'m':>10} {'q':>10} {'V':>10} {'train':>10} {'test':>10}   "
               f"{'SE m':>10} {'SE q':>10} {'SE V':>10}")
@@ -1143,10 +1160,10 @@ def cmd_amp(args: argparse.Namespace) -> int:
         if final:
             print(f"  kkt_residual   {final['kkt_residual']:16.3g}   (ERM first-order condition)")
     if res.S is None:
-        print(f"{PROG}: GAMP {res.status}", file=sys.stderr)
+        print(f"{PROG}: GAMP {res.summary} ({_GAMP_DIVERGED_HINT})", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     if not res.converged:
-        print(f"{PROG}: GAMP did not converge ({res.status}; last relative change "
+        print(f"{PROG}: GAMP did not converge ({res.summary}; last relative change "
               f"{res.residual:.2e} > --tol {args.tol:g}); raise --iterations or lower --damping",
               file=sys.stderr)
         return EXIT_NOT_CONVERGED
@@ -1211,9 +1228,8 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
     except NotImplementedError as exc:
         return _not_available(problem.task.channel, exc)
     if not se.converged:
-        print(f"{PROG}: state evolution did not converge (status: {_one_line(se.status)}; "
-              f"residual {se.residual:.3g} after {se.iterations} iterations); no spectrum written",
-              file=sys.stderr)
+        print(f"{PROG}: state evolution did not converge ({_se_failure(se)}); no spectrum "
+              "written", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     outliers = None
     if problem.target.kind in ("spiked", "powerlaw"):
@@ -1256,7 +1272,8 @@ def _threshold_row(problem: Problem) -> dict:
             row[key + "_detail"] = res.to_dict()
         except ValueError as exc:
             row[key] = None
-            row[key + "_detail"] = {"status": _one_line(str(exc))}
+            row[key + "_detail"] = {"success": False, "status": "unavailable",
+                                    "message": _one_line(str(exc))}
     return row
 
 
@@ -1292,9 +1309,9 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
         for key in ("alpha_interp", "alpha_PR"):
             det = row[key + "_detail"]
             val = "-" if row[key] is None else _fmt(row[key])
-            print(f"  {key:<13} {val:<20} {det.get('method', det.get('status', ''))}")
+            print(f"  {key:<13} {val:<20} {det.get('method', det.get('message', ''))}")
             if row[key] is not None and det.get("status") not in (None, "converged"):
-                print(f"  {'':<13} {'':<20} ({det['status']})")
+                print(f"  {'':<13} {'':<20} ({det['status']}: {det.get('message', '')})")
         return EXIT_OK
     name, vals = grids[0]
     rows = []

@@ -49,7 +49,7 @@ from .data import Dataset, check_dimension, check_seed, n_samples, sample_target
 from .operators import preactivations, preactivations_adjoint, top_eigenvalue_sym
 from .spec import CHANNELS, Problem
 from .spectral_maps import psd_soft_threshold
-from .training import ERMResult, rank_cap
+from .training import ERMResult, rank_cap, stopping_status
 
 __all__ = [
     "ChannelERMResult",
@@ -790,10 +790,10 @@ def direct_erm_channel(
         q=float(np.sum(S * S)) / d,
         rank_fraction=rank / d,
         trace_per_d=float(np.trace(S)) / d,
-        converged=bool(best.converged),
         iterations=int(best.iterations),
         residual=float(best.residual),
         S=S if keep_matrix else None,
+        **stopping_status(best.converged, best.residual, tol, best.iterations),
         channel=str(channel.name),
         n_test=int(n_test),
         test_error_stderr=test_se,

@@ -39,7 +39,8 @@ Damping ``damping`` in (0, 1] mixes Shat, V and g with their previous values
 (it does not move fixed points); by default it is halved when the iteration
 oscillates (see :class:`GAMPOptions`).  Divergence -- a non-finite iterate, V or Vh
 out of range, or the change growing without bound -- stops the iteration with
-``status`` "diverged at iteration t: ... (hint)" and no estimate is returned.
+``status`` "diverged" (the message says at which iteration and why) and no
+estimate is returned.
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .jsonsafe import json_safe
 from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
+from .result import Result, Status
 
 # V beyond this (relative to the start) or below this is reported as divergence.
 V_MAX = 1e8
@@ -124,20 +127,18 @@ class GAMPIterate:
 
 
 @dataclass(frozen=True, eq=False)
-class GAMPResult:
+class GAMPResult(Result):
     """Outcome of :func:`gamp`.
 
-    S (the fixed point; None after divergence), V, V_hat, converged, status,
-    iterations, residual (the last relative change), history (GAMPIterate per
-    iteration), n_failed_prox (proximal solves flagged in the last iteration),
-    seconds.
+    S (the fixed point; None after divergence), V, V_hat, iterations, residual
+    (the last relative change), history (GAMPIterate per iteration),
+    n_failed_prox (proximal solves flagged in the last iteration), seconds; and
+    success / status / message (:class:`~amp_attention.result.Result`).
     """
 
     S: np.ndarray | None
     V: float
     V_hat: float
-    converged: bool
-    status: str
     iterations: int
     residual: float
     history: tuple[GAMPIterate, ...]
@@ -145,12 +146,11 @@ class GAMPResult:
     seconds: float = 0.0
     g_out: np.ndarray | None = field(default=None, repr=False)
 
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("S", "g_out", "history")
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-JSON summary (no matrices): scalars and the history as a list of dicts."""
-        out = {k: getattr(self, k) for k in ("V", "V_hat", "converged", "status", "iterations",
-                                              "residual", "n_failed_prox", "seconds")}
-        out["history"] = [asdict(h) for h in self.history]
-        return out
+        return {**super().to_dict(), "history": [json_safe(asdict(h)) for h in self.history]}
 
 
 def u_of(X: np.ndarray, S: np.ndarray, tau: np.ndarray, work: np.ndarray | None = None) -> np.ndarray:
@@ -233,9 +233,8 @@ class DenseSensing:
         return (np.einsum("ij,ij->i", self.A, self.A) / ((self.d + 1) / 2)).reshape(self.n, self.K)
 
 
-def _diverged(t: int, what: str) -> str:
-    return (f"diverged at iteration {t}: {what} (try a smaller --damping, e.g. 0.5, "
-            "or a larger V0)")
+def _diverged(t: int, what: str) -> tuple[Status, str]:
+    return Status.DIVERGED, f"at iteration {t}: {what}"
 
 
 def gamp(
@@ -286,7 +285,9 @@ def gamp(
     history: list[GAMPIterate] = []
     bar = _progress(opts.max_iter) if progress else None
     u = A.forward(S)
-    status, converged, change, Vh, px = "max_iter: not converged", False, math.inf, math.nan, None
+    (status, message), converged, change, Vh, px = ((Status.MAX_ITER, "not converged in "
+                                                     f"{opts.max_iter} iterations"),
+                                                    False, math.inf, math.nan, None)
     eta, flips, step_prev, norm_prev = float(opts.damping), 0, None, 0.0
     for t in range(opts.max_iter):
         Vr = V * r
@@ -298,7 +299,7 @@ def gamp(
             g = (1.0 - eta) * g_prev + eta * g
         Vh = 2.0 * float(np.sum(px.trace_term)) / (V * d * d)
         if not (math.isfinite(Vh) and Vh > 0.0 and np.all(np.isfinite(g))):
-            status = _diverged(t, f"channel side not finite or V_hat = {Vh!r} <= 0")
+            status, message = _diverged(t, f"channel side not finite or V_hat = {Vh!r} <= 0")
             break
         B = Vh * S + (2.0 / d) * A.adjoint(g)
         S_new, V_new = denoiser.matrix_map(B, Vh)
@@ -306,10 +307,10 @@ def gamp(
             S_new = (1.0 - eta) * S + eta * S_new
             V_new = (1.0 - eta) * V + eta * V_new
         if not (np.all(np.isfinite(S_new)) and math.isfinite(V_new)):
-            status = _diverged(t, "non-finite Shat or V")
+            status, message = _diverged(t, "non-finite Shat or V")
             break
         if not (V_MIN < V_new < V_MAX * max(1.0, opts.V0)):
-            status = _diverged(t, f"V = {V_new:.3e} left (0, {V_MAX:.0e})")
+            status, message = _diverged(t, f"V = {V_new:.3e} left (0, {V_MAX:.0e})")
             break
         step = S_new - S
         norm_step = float(np.linalg.norm(step))
@@ -328,23 +329,23 @@ def gamp(
         S, V, g_prev = S_new, V_new, g
         u = A.forward(S)
         if change <= opts.tol:
-            converged, status = True, "converged"
+            converged, status, message = True, Status.CONVERGED, ""
             break
         if t >= 20 and change > 1e6 * min(h.change for h in history):
-            status = _diverged(t, f"relative change grew to {change:.2e}")
+            status, message = _diverged(t, f"relative change grew to {change:.2e}")
             break
         if opts.adaptive and t >= 20 and flips >= 3 and eta > 0.05:
             eta, flips = max(0.5 * eta, 0.05), 0
     if bar is not None:
         bar.close()
-    ok = converged or status.startswith("max_iter")
+    ok = converged or status is Status.MAX_ITER
     if ok:
         # The state the loop ended on, so the record covers the returned S.
         history.append(_record(len(history), S, S0, V, math.nan, 0.0 if converged else change,
                                channel, y, u, test, u_test_star, eta))
-    return GAMPResult(S if ok else None, V, Vh, converged, status, len(history) - int(ok), change,
-                      tuple(history), int(px.n_failed) if px is not None else 0,
-                      time.perf_counter() - t0, g_prev if ok else None)
+    return GAMPResult(S if ok else None, V, Vh, len(history) - int(ok), change, tuple(history),
+                      int(px.n_failed) if px is not None else 0, time.perf_counter() - t0,
+                      g_prev if ok else None, success=converged, status=status, message=message)
 
 
 def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> GAMPIterate:

@@ -30,13 +30,14 @@ import math
 import sys
 import time
 import warnings
-from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
 from .data import Dataset, check_dimension, check_seed, generate_dataset
 from .operators import measure, measure_adjoint, top_eigenvalue_sym
+from .result import Result, Status
 from .spec import Problem
 from .spectral_maps import psd_soft_threshold
 
@@ -55,19 +56,11 @@ STAT_FIELDS = (
 )
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, (bool, np.bool_)):
-        return bool(v)
-    if isinstance(v, (int, np.integer)):
-        return int(v)
-    return float(v)
-
-
 @dataclass(frozen=True, eq=False)
-class ERMResult:
-    """Outcome of one direct-ERM run at dimension d (see module docstring)."""
+class ERMResult(Result):
+    """Outcome of one direct-ERM run at dimension d (see module docstring); success /
+    status / message as in :class:`~amp_attention.result.Result` (status converged or
+    max_iter)."""
 
     d: int
     n: int
@@ -80,21 +73,20 @@ class ERMResult:
     q: float
     rank_fraction: float
     trace_per_d: float
-    converged: bool
     iterations: int
     residual: float
     S: np.ndarray | None = field(default=None, repr=False)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Every field except the matrix S, as plain JSON-able Python values
-        (also the extra fields of subclasses: strings and tuples of numbers)."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name == "S":
-                continue
-            v = getattr(self, f.name)
-            out[f.name] = [_plain(x) for x in v] if isinstance(v, tuple) else _plain(v)
-        return out
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("S",)
+
+
+def stopping_status(converged: bool, residual: float, tol: float,
+                    iterations: int) -> dict[str, Any]:
+    """success / status / message of an iterative minimiser with a residual stopping rule."""
+    if converged:
+        return {"success": True, "status": Status.CONVERGED, "message": ""}
+    return {"success": False, "status": Status.MAX_ITER,
+            "message": f"residual {residual:.3e} > tol {tol:.1e} after {iterations} iterations"}
 
 
 def rank_cap(problem: Problem, d: int) -> int | None:
@@ -124,6 +116,7 @@ def _summarise(
     iterations: int,
     residual: float,
     keep_matrix: bool,
+    tol: float,
 ) -> ERMResult:
     d, n, L = data.d, data.n, data.L
     D = S - data.S0
@@ -147,10 +140,10 @@ def _summarise(
         q=float(np.sum(S * S)) / d,
         rank_fraction=rank / d,
         trace_per_d=float(np.trace(S)) / d,
-        converged=bool(converged),
         iterations=int(iterations),
         residual=float(residual),
         S=S if keep_matrix else None,
+        **stopping_status(converged, residual, tol, iterations),
     )
 
 
@@ -366,7 +359,7 @@ def direct_erm(
             RuntimeWarning,
             stacklevel=2,
         )
-    return _summarise(data, problem, S, penalty, ok, iters, res, keep_matrix)
+    return _summarise(data, problem, S, penalty, ok, iters, res, keep_matrix, tol)
 
 
 def erm_statistics(

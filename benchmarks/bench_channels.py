@@ -65,7 +65,7 @@ def main(argv=None) -> None:
         print(f"{name:10s} {L:2d} {1e6 * t_prox:15.1f} {failed:7d} {t_se:7.1f} {r.iterations:5d} "
               f"{r.mc_stderr['train_error'] / r.train_error:13.1e} "
               f"{r.mc_stderr['test_error'] / r.test_error:12.1e} {args.replicas * 2**log2n:12d}"
-              f"{'' if r.converged else '  NOT CONVERGED: ' + r.status}")
+              f"{'' if r.converged else '  NOT CONVERGED: ' + r.summary}")
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     :func:`outlier_structure`, when the caller already has it.  ``mc``: the
     RQMC options of a non-linear channel's test-error mismatch (default: the SE's)."""
     if not result.converged:
-        raise ValueError(f"the SE did not converge (status {result.status!r}); no decomposition")
+        raise ValueError(f"the SE did not converge (status {result.summary!r}); no decomposition")
     m, q = result.m, result.q
     Q0 = target_measure(problem.target).moment(2)
     c = m / q

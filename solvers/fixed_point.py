@@ -1,27 +1,38 @@
 """Fixed-point iteration x = T(x): damped Picard and Anderson acceleration (THEORY 4.3).
 
 The iteration never hides failure: the returned :class:`FixedPointReport`
-carries ``converged``, the final residual, the iteration count and a status
-string ("converged", "max_iter", "diverged: ...", "invalid: ...").
+carries ``success``, an enumerated ``status`` (converged, max_iter, diverged,
+invalid, failed), a ``message``, the final residual and the iteration count.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
+from amp_attention.result import Result, Status
 
-@dataclass(frozen=True)
-class FixedPointReport:
+
+@dataclass(frozen=True, kw_only=True)
+class FixedPointReport(Result):
+    """Outcome of a fixed-point solve: the last point ``x``, the iteration count, the
+    final relative residual and the residual per iteration (``history``)."""
+
     x: np.ndarray
-    converged: bool
     iterations: int
     residual: float
-    status: str
-    history: tuple[float, ...]
+    history: tuple[float, ...] = ()
+
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("x", "history")
+
+
+def _report(x, success: bool, it: int, res: float, status: Status, message: str,
+            history) -> FixedPointReport:
+    return FixedPointReport(x=x, iterations=it, residual=res, history=tuple(history),
+                            success=success, status=status, message=message)
 
 
 def relative_residual(x: np.ndarray, tx: np.ndarray, floor: float = 1e-8) -> float:
@@ -29,16 +40,15 @@ def relative_residual(x: np.ndarray, tx: np.ndarray, floor: float = 1e-8) -> flo
     return float(np.max(np.abs(tx - x) / np.maximum(np.abs(tx), floor)))
 
 
-def _evaluate(T, x: np.ndarray, it: int, history: list[float], hint: str):
+def _evaluate(T, x: np.ndarray, it: int, history: list[float]):
     """(T(x), relative residual), appended to ``history``; or the failure report
     when T raises or is not finite."""
     try:
         tx = np.asarray(T(x), dtype=float)
     except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
-        return FixedPointReport(x, False, it, math.inf, f"invalid: {exc}", tuple(history))
+        return _report(x, False, it, math.inf, Status.INVALID, str(exc), history)
     if not np.all(np.isfinite(tx)):
-        return FixedPointReport(x, False, it, math.inf,
-                                f"diverged: non-finite map value {hint}".rstrip(), tuple(history))
+        return _report(x, False, it, math.inf, Status.DIVERGED, "non-finite map value", history)
     history.append(relative_residual(x, tx))
     return tx, history[-1]
 
@@ -74,12 +84,12 @@ def solve_fixed_point(
     dF: list[np.ndarray] = []
     x_prev = f_prev = None
     for it in range(1, max_iter + 1):
-        out = _evaluate(T, x, it, history, "(try --damping 0.5 or --method damped)")
+        out = _evaluate(T, x, it, history)
         if isinstance(out, FixedPointReport):
             return out
         tx, res = out
         if res <= tol:
-            return FixedPointReport(tx, True, it, res, "converged", tuple(history))
+            return _report(tx, True, it, res, Status.CONVERGED, "", history)
         f = tx - x
         damped = x + damping * f
         x_new = damped
@@ -105,9 +115,8 @@ def solve_fixed_point(
         if valid is not None and not valid(x_new):
             x_new = tx
         x = x_new
-    return FixedPointReport(x, False, max_iter, history[-1] if history else math.inf,
-                            "max_iter: not converged (raise --max-iter, or lower --damping)",
-                            tuple(history))
+    return _report(x, False, max_iter, history[-1] if history else math.inf, Status.MAX_ITER,
+                   f"not converged in {max_iter} iterations", history)
 
 
 def solve_fixed_point_quasi_newton(
@@ -138,14 +147,14 @@ def solve_fixed_point_quasi_newton(
     history: list[float] = []
     x_prev = r_prev = None
     for it in range(1, max_iter + 1):
-        out = _evaluate(T, x, it, history, "")
+        out = _evaluate(T, x, it, history)
         if isinstance(out, FixedPointReport):
             return out
         tx, res = out
         if res <= tol:
             # x itself (not T(x)): T was evaluated there, so a caching T answers
             # the caller's next question at x for free.
-            return FixedPointReport(x, True, it, res, "converged", tuple(history))
+            return _report(x, True, it, res, Status.CONVERGED, "", history)
         r = tx - x
         if x_prev is not None:
             dx, dr = x - x_prev, r - r_prev
@@ -153,17 +162,17 @@ def solve_fixed_point_quasi_newton(
         try:
             step = -np.linalg.solve(B, r)
         except np.linalg.LinAlgError:
-            return FixedPointReport(x, False, it, res, "singular: the quasi-Newton matrix is not "
-                                    "invertible", tuple(history))
+            return _report(x, False, it, res, Status.FAILED,
+                           "singular: the quasi-Newton matrix is not invertible", history)
         for _ in range(11):
             cand = x + step
             if np.all(np.isfinite(cand)) and (valid is None or valid(cand)):
                 break
             step = 0.5 * step
         else:
-            return FixedPointReport(x, False, it, res, "invalid: quasi-Newton step leaves the "
-                                    "domain", tuple(history))
+            return _report(x, False, it, res, Status.INVALID,
+                           "quasi-Newton step leaves the domain", history)
         x_prev, r_prev = x, r
         x = cand
-    return FixedPointReport(x, False, max_iter, history[-1] if history else math.inf,
-                            "max_iter: quasi-Newton iteration did not converge", tuple(history))
+    return _report(x, False, max_iter, history[-1] if history else math.inf, Status.MAX_ITER,
+                   f"quasi-Newton iteration did not converge in {max_iter} steps", history)

@@ -154,7 +154,7 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
                                       finite_size_check=False)
         rec = {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i], "lam": plan.lams[j],
                **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
-               "status": r.status, "iterations": r.iterations, "residual": r.residual,
+               "status": r.summary, "iterations": r.iterations, "residual": r.residual,
                "start": r.start, "seconds": r.seconds}
         atomic_write_json(path, rec)
         computed += 1

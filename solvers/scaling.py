@@ -92,8 +92,8 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
     d = problem.target.d
     row = {"alpha": problem.alpha, "n": problem.alpha * d * d, "lam": problem.learner.lam,
            **{k: getattr(r, k) for k in (
-               "converged", "status", "iterations", "residual", "m", "q", "V", "test_error",
-               "train_error", "matrix_mse", "residual_kurtosis")}}
+               "converged", "iterations", "residual", "m", "q", "V", "test_error",
+               "train_error", "matrix_mse", "residual_kurtosis")}, "status": r.summary}
     if not r.converged:
         return row | {"k_star": None, "decomposition": None}
     struct = outlier_structure(problem, r)

@@ -185,7 +185,7 @@ def run_spectrum_check(
     if se.spectrum is None:
         raise ValueError("se must be solved with spectrum=True")
     if not se.converged:
-        raise RuntimeError(f"state evolution did not converge ({se.status}; residual "
+        raise RuntimeError(f"state evolution did not converge ({se.summary}; residual "
                            f"{se.residual:.3g}); no prediction to compare with")
     pred = PredictedSpectrum.from_se(plan.problem, se)
     todo = [(d, s) for d in plan.ds for s in range(plan.seeds)

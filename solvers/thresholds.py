@@ -46,6 +46,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from amp_attention.channels.linear import LinearChannel
 from amp_attention.denoisers import NuclearNormPSD
+from amp_attention.result import Result, Status
 from amp_attention.spec import Problem, Task
 from amp_attention.targets import target_measure
 
@@ -98,13 +99,14 @@ class ConstraintGeometry:
 
 
 @dataclass(frozen=True)
-class ThresholdResult:
+class ThresholdResult(Result):
     """A threshold alpha and how it was obtained.
 
     ``sigma``: the effective noise level of the limit equations at the
     threshold (interpolation) or 0 (recovery); ``tau``: the optimal
     threshold-to-noise ratio (recovery); ``rank``/``noise_energy``: the
-    constraint geometry; ``residual``: of the equation solved; ``status``.
+    constraint geometry; ``residual``: of the equation solved; success /
+    status / message as in :class:`~amp_attention.result.Result`.
     """
 
     kind: str
@@ -114,12 +116,7 @@ class ThresholdResult:
     rank: int
     noise_energy: float
     method: str
-    converged: bool
-    status: str
     residual: float = 0.0
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
@@ -133,7 +130,8 @@ def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
 def _elementwise(kind: str, geo: ConstraintGeometry) -> ThresholdResult:
     return ThresholdResult(kind, 1.0 / (2.0 * geo.rank), math.nan, 0.0, geo.rank,
                            geo.noise_energy, "element-wise learner: parameter count d(d+1)/2, "
-                           "alpha = 1/(2 r)", True, "closed form")
+                           "alpha = 1/(2 r)", success=True, status=Status.CONVERGED,
+                           message="closed form")
 
 
 def interpolation_threshold(problem: Problem) -> ThresholdResult:
@@ -150,8 +148,9 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     r, N = geo.rank, geo.noise_energy
     method = f"lam -> 0+ limit equations ({geo.description})"
     if N == 0.0:
-        return ThresholdResult("interpolation", math.inf, 0.0, 0.0, r, N, method, True,
-                               "noiseless labels: S0 interpolates at every alpha")
+        return ThresholdResult("interpolation", math.inf, 0.0, 0.0, r, N, method, success=True,
+                               status=Status.CONVERGED,
+                               message="noiseless labels: S0 interpolates at every alpha")
 
     def F(sigma: float) -> float:
         delta, E = _projection_stats(problem, sigma)
@@ -161,15 +160,16 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     while F(hi) < 0:
         lo, hi = hi, 4.0 * hi
         if hi > 1e14:
-            return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method, False,
-                                   "no root of the limit equation below sigma = 1e14")
+            return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method,
+                                   success=False, status=Status.FAILED,
+                                   message="no root of the limit equation below sigma = 1e14")
     if F(lo) >= 0:
         lo = 1e-8
     sigma = brentq(F, lo, hi, xtol=1e-13, rtol=1e-12, maxiter=200)
     delta, E = _projection_stats(problem, sigma)
     residual = abs(sigma * sigma * delta - E - N / r)
-    return ThresholdResult("interpolation", delta / (2.0 * r), sigma, 0.0, r, N, method, True,
-                           "converged", residual)
+    return ThresholdResult("interpolation", delta / (2.0 * r), sigma, 0.0, r, N, method,
+                           residual, success=True, status=Status.CONVERGED)
 
 
 def recovery_mse_ratio(problem: Problem, tau: float, sigma: float = 1e-3) -> float:
@@ -239,18 +239,25 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
                   f"a target of rank fraction {rank_fraction:.6g} (all its non-zero "
                   f"eigenvalues >= {s_min:.3g} > 0, no rank cap; {geo.description})")
         return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
-                               bool(res.success), "converged" if res.success else str(res.message))
+                               **_minimiser_status(res))
     tau, phi, res = _minimise_over_tau(lambda t: recovery_mse_ratio(problem, t, sigma), xatol=1e-7)
     method = (f"lam -> 0+ limit, Delta = 0: min over tau of Phi(tau) = lim E/sigma^2 "
               f"(Richardson from sigma = {sigma:g}, {2 * sigma:g}; {geo.description})")
-    converged, status = bool(res.success), "converged" if res.success else str(res.message)
+    status = _minimiser_status(res)
     if s_min is not None and s_min < RESOLVED_SIGMAS * 2.0 * sigma:
         # eigenvalues within a few sigma of 0 act as zeros at this sigma: the value is
         # the threshold of another (lower-rank) target, not the sigma -> 0 limit
         n_low = int(np.sum((measure.points > 0) & (measure.points < RESOLVED_SIGMAS * 2.0 * sigma)))
-        converged = False
-        status = (f"unresolved: {n_low} non-zero target eigenvalue(s) lie below "
+        status = {"success": False, "status": Status.UNRESOLVED,
+                  "message": f"{n_low} non-zero target eigenvalue(s) lie below "
                   f"{RESOLVED_SIGMAS:g} x sigma = {RESOLVED_SIGMAS * 2.0 * sigma:.3g} (smallest "
-                  f"{s_min:.3g}), so the sigma -> 0 limit is not reached with a rank cap")
+                  f"{s_min:.3g}), so the sigma -> 0 limit is not reached with a rank cap"}
     return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
-                           converged, status)
+                           **status)
+
+
+def _minimiser_status(res) -> dict:
+    """success / status / message of a scipy scalar minimisation."""
+    if res.success:
+        return {"success": True, "status": Status.CONVERGED, "message": ""}
+    return {"success": False, "status": Status.FAILED, "message": str(res.message)}

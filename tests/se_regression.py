@@ -25,7 +25,6 @@ Usage::
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 import time
@@ -134,7 +133,7 @@ def compare(path: Path) -> int:
             else:
                 good = rel <= DETERMINISTIC_RTOL
             ok &= good
-            if rel >= worst[0]:
+            if rel > worst[0]:
                 worst = (rel, k)
         k = worst[1] or "matrix_mse"
         verdict = "ok" if ok else "DIFFERS"

@@ -68,7 +68,7 @@ def test_divergence_is_reported():
     W0 = np.random.default_rng(4).standard_normal((D, D))
     run = train(data.X, data.y, channel_for(p.task), 0.1, W0,
                 options=AdamOptions(optimiser="gd", lr=10.0, max_iter=200))
-    assert not run.converged and run.status.startswith("diverged at iteration")
+    assert not run.converged and run.status == "diverged" and run.message.startswith("at iteration")
 
 
 @pytest.mark.parametrize("kw, name", [({"lr": 0.0}, "lr"), ({"beta1": 1.0}, "beta1"),

@@ -365,8 +365,9 @@ def test_linear_channel_common_interface():
     y, omega = rng.standard_normal((n, ch.K)), rng.standard_normal((n, ch.K))
     px = ch.prox_batch(y, omega, V)
     assert np.max(np.abs(_grad_F(ch, y, omega, V, px.uhat))) <= 1e-12
-    assert np.allclose(px.uhat, ch.prox(y / ch.tau, omega, V))
-    assert np.allclose(px.trace_term, -V * ch.dg_out_trace(y, omega, V))
+    # the closed form of the quadratic loss: uhat = (omega + V tau y) / (1 + V tau^2)
+    assert np.allclose(px.uhat, (omega + V * ch.tau * y) / (1.0 + V * ch.tau**2))
+    assert np.allclose(px.trace_term, np.sum(V * ch.tau**2 / (1.0 + V * ch.tau**2)))
     g, H = _fd_grad_hess(ch, y[0], omega[0])
     assert np.allclose(H, ch.loss_grad_hess(y[0], omega[0])[2], atol=1e-8)
     Hm = ch.h_from_u(omega)

@@ -58,11 +58,14 @@ def powerlaw_se():
     return p, solve_state_evolution(p)
 
 
-def test_predicted_terms_sum_to_the_se_matrix_mse(powerlaw_se):
+def test_predicted_terms_are_positive_with_the_outliers_counted(powerlaw_se):
+    """(That the four terms sum to Q0 - 2m + q = matrix_mse holds by construction and
+    is not tested here; the terms themselves are checked against sampled B below.)
+    At this point (alpha 0.3, Delta 0.5) no term is negative -- E_over can be, at
+    small alpha -- and at least three modes are outliers."""
     p, r = powerlaw_se
     dec = predicted_decomposition(p, r)
     assert dec.n_outliers >= 3
-    assert abs(dec.total - r.matrix_mse) <= 1e-10 * r.matrix_mse
     assert all(getattr(dec, t) > 0 for t in ("over", "under", "approx", "mismatch"))
 
 

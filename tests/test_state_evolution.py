@@ -47,14 +47,26 @@ def test_linear_channel_closed_forms_match_monte_carlo_in_h_units(L):
     assert se.test_error == pytest.approx(np.sum(tau**2) * (Q0 - 2 * m + q), rel=1e-14)
 
 
-def test_prox_is_the_numerical_minimiser():
+def test_closed_form_prox_is_the_numerical_minimiser():
+    """prox_batch (closed form) against BFGS on l(y, u) + ||u - omega||^2 / (2V), with l
+    written out here from its definition 1/2 sum_k (y_k - tau_k u_k)^2; the trace term
+    tr(I - d uhat / d omega) against central finite differences of the minimiser."""
     ch = LinearChannel(2, 0.5)
     rng = np.random.default_rng(3)
     y, omega, V = rng.standard_normal(3), rng.standard_normal(3), 0.6
-    obj = lambda u: np.sum(ch.c * (y - u) ** 2) + np.sum((u - omega) ** 2) / (2 * V)  # noqa: E731
-    u_num = minimize(obj, omega, method="BFGS", options={"gtol": 1e-12}).x
-    assert np.allclose(ch.prox(y[None], omega[None], V)[0], u_num, atol=1e-7)
-    assert np.allclose(ch.g_out(y[None], omega[None], V)[0], (u_num - omega) / V, atol=1e-6)
+
+    def argmin(om):
+        obj = lambda u: 0.5 * np.sum((y - ch.tau * u) ** 2) + np.sum((u - om) ** 2) / (2 * V)  # noqa: E731
+        return minimize(obj, om, method="BFGS", options={"gtol": 1e-12}).x
+
+    u_num = argmin(omega)
+    px = ch.prox_batch(y[None], omega[None], V)
+    assert np.allclose(px.uhat[0], u_num, atol=1e-7)
+    assert np.allclose(px.g_out[0], (u_num - omega) / V, atol=1e-6)
+    eps = 1e-2  # uhat is affine in omega: no truncation error, BFGS's 1e-8 error / eps
+    jac_trace = sum((argmin(omega + eps * e)[k] - argmin(omega - eps * e)[k]) / (2 * eps)
+                    for k, e in enumerate(np.eye(3)))
+    assert px.trace_term[0] == pytest.approx(3 - jac_trace, abs=1e-5)
 
 
 PROBLEMS = [

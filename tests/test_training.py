@@ -140,12 +140,17 @@ def test_result_dict_and_statistics() -> None:
     assert stats["all_converged"] and stats["not_converged"] == []
     res = stats["results"]
     assert all(isinstance(r, ERMResult) for r in res)
-    mse = np.array([r.matrix_mse for r in res])
-    assert stats["mean"]["matrix_mse"] == pytest.approx(mse.mean())
-    assert stats["stderr"]["matrix_mse"] == pytest.approx(mse.std(ddof=1) / math.sqrt(3))
+    # the statistics must be those of independent runs at the requested seeds
+    mse = np.array([direct_erm(prob, 8, s).matrix_mse for s in (0, 1, 2)])
+    assert [r.seed for r in res] == [0, 1, 2]
+    assert stats["mean"]["matrix_mse"] == pytest.approx(mse.mean(), rel=1e-12)
+    assert stats["stderr"]["matrix_mse"] == pytest.approx(mse.std(ddof=1) / math.sqrt(3),
+                                                          rel=1e-9)
     dct = res[0].to_dict()
     assert "S" not in dct
-    assert all(type(v) in (int, float, bool) for v in dct.values())
+    assert dct["status"] == "converged" and dct["message"] == ""
+    assert all(type(v) in (int, float, bool) for k, v in dct.items() if k not in ("status",
+                                                                                  "message"))
     assert type(dct["converged"]) is bool and type(dct["iterations"]) is int
     one = erm_statistics(prob, 8, [4], keep_matrix=False)
     assert one["stderr"]["q"] == 0.0 and one["results"][0].S is None

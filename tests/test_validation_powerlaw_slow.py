@@ -75,4 +75,6 @@ def test_gap_is_proportional_to_the_predicted_residual_kurtosis(rows) -> None:
 
 
 def test_write_record(rows) -> None:
-    write_record({f"{r['family']}_a{r['alpha']:g}_d{r['d']}": r for r in rows}, len(rows), RECORD)
+    if not write_record({f"{r['family']}_a{r['alpha']:g}_d{r['d']}": r for r in rows},
+                        len(rows), RECORD):
+        pytest.skip("set AMP_RECORD=1 to rewrite the record")

@@ -144,11 +144,11 @@ def run_gamp(family: str, d: int, seed: int, alpha: float = ALPHA) -> dict:
                                                        "factorised", None)
     if not (res.converged and kkt < 1e-6):  # convex problem: FISTA finds the same minimiser
         return {**run_fista(family, d, seed, 1.0, alpha), "solver": "fista (gamp: "
-                f"{res.status}, kkt {kkt:.1e})"}
+                f"{res.summary}, kkt {kkt:.1e})"}
     h = res.S
     train = float(np.mean(np.sum((data.y - _forward(data.X, h)) ** 2, axis=1)))
     return {"solver": "gamp", "converged": True,
-            "status": res.status, "kkt_residual": float(kkt), "iterations": res.iterations,
+            "status": res.summary, "kkt_residual": float(kkt), "iterations": res.iterations,
             "seconds": time.time() - t0, "V": res.V, "V_hat": res.V_hat, "n": data.n,
             "train_error": train, **_stats(res.S, data.S0)}
 
@@ -211,7 +211,7 @@ def run_gaussian_sensing(family: str, d: int, seed: int, alpha: float = ALPHA) -
     t0 = time.time()
     res = gamp(sensing, y, ch, den, options=GAMPOptions(max_iter=2000, tol=1e-9, row_norms=False))
     out = {"solver": "gamp, gaussian sensing", "converged": bool(res.converged),
-           "status": res.status, "iterations": res.iterations, "seconds": time.time() - t0}
+           "status": res.summary, "iterations": res.iterations, "seconds": time.time() - t0}
     if res.S is not None:
         out.update(_stats(res.S, S0))
     return out

@@ -134,7 +134,7 @@ def run_case(name: str) -> dict:
                     r = solve_state_evolution(problem_of(name, f * a_c, lam), mc=MC, start="informative")
                 except ValueError as exc:
                     return {"value": None, "error": str(exc)}
-                return {"value": getattr(r, q) if r.converged else None, "status": r.status}
+                return {"value": getattr(r, q) if r.converged else None, "status": r.summary}
             se[str(f)][f"{lam:g}"] = _cached(f"se_{name}_f{f}_lam{lam:g}", se_value)["value"]
     summary = []
     for f in FACTORS:

@@ -80,19 +80,6 @@ class LinearChannel:
         D = np.asarray(S, dtype=float) - np.asarray(S0, dtype=float)
         return float(np.sum(2.0 * self.c)) * float(np.sum(D * D)) / D.shape[0]
 
-    def prox(self, y: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
-        """uhat = argmin_u sum_k c_k (y_k - u_k)^2 + ||u - omega||^2/(2V); arrays (n, K)."""
-        return (omega + 2.0 * self.c * V * y) / (1.0 + 2.0 * self.c * V)
-
-    def g_out(self, y: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
-        """(uhat - omega)/V."""
-        return 2.0 * self.c * (y - omega) / (1.0 + 2.0 * self.c * V)
-
-    def dg_out_trace(self, y: np.ndarray, omega: np.ndarray, V: float) -> np.ndarray:
-        """tr d g_out / d omega per sample, shape (n,)."""
-        val = float(np.sum(-2.0 * self.c / (1.0 + 2.0 * self.c * V)))
-        return np.full(np.shape(y)[0], val)
-
     # ------------------------------------------------- common channel interface
     def h_from_u(self, U: np.ndarray) -> np.ndarray:
         """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
