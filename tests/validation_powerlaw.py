@@ -29,6 +29,7 @@ residual that the SE's Gaussian channel ignores.
 Run (resumable, results cached as JSON under the cache directory):
 
     python tests/validation_powerlaw.py CACHE_DIR [case-name-substring ...]
+    python tests/validation_powerlaw.py CACHE_DIR --summary
 """
 
 from __future__ import annotations
@@ -302,6 +303,38 @@ def summarise(cache: Path) -> list[dict]:
     return rows
 
 
+def summarise_nonconvex(cache: Path) -> list[dict]:
+    """One row per (case family, solver, d) of the rank-capped runs (``per_d_cap_*``,
+    ``rank1_*``): ERM mean and standard error of the matrix MSE, with the SE it is
+    compared with (the deterministic equivalent at the case's target-d)."""
+    groups: dict[tuple, list[float]] = {}
+    for path in sorted(Path(cache).glob("*.json")):
+        name = path.stem
+        if not (name.startswith("per_d_cap_") or name.startswith("rank1_")):
+            continue
+        head, d_part = name.rsplit("_d", 1)
+        d = int(d_part.split("_")[0])
+        groups.setdefault((head, d), []).append(json.loads(path.read_text())["matrix_mse"])
+    rows = []
+    for (head, d), mses in sorted(groups.items()):
+        mse = np.array(mses)
+        if head.startswith("rank1"):
+            family = head.split("_", 1)[1]
+            se_p = rank1_problem("per_d", d if family == "per_d" else RANK1_D_LAW)
+        else:
+            se_p = se_problem("per_d", d, KAPPA_CAP)
+        from amp_attention.solvers.state_evolution import solve_state_evolution
+
+        se = cached(Path(cache), f"se_{head}_d{d}".replace("_fista", "").replace("_lbfgs", ""),
+                    lambda p=se_p: {"matrix_mse": solve_state_evolution(p).matrix_mse})
+        k = mse.size
+        rows.append({"case": head, "d": d, "seeds": k, "erm_mse": float(mse.mean()),
+                     "erm_mse_stderr": float(mse.std(ddof=1) / math.sqrt(k)) if k > 1 else None,
+                     "se_matrix_mse": se["matrix_mse"],
+                     "ratio": float(mse.mean() / se["matrix_mse"])})
+    return rows
+
+
 def cached(cache: Path, name: str, thunk) -> dict:
     path = cache / f"{name}.json"
     if path.exists():
@@ -317,7 +350,7 @@ def cached(cache: Path, name: str, thunk) -> dict:
 def main(argv: list[str]) -> None:
     cache = Path(argv[0])
     if argv[1:2] == ["--summary"]:
-        for r in summarise(cache):
+        for r in summarise(cache) + summarise_nonconvex(cache):
             print(json.dumps(r))
         return
     select = argv[1:]
