@@ -22,7 +22,6 @@ solvers/ folder), and only inside functions.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
@@ -32,7 +31,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from .files import atomic_write_csv, atomic_write_json, atomic_write_text
 from .jsonsafe import json_safe as _plain
+from .progress import progress_bar as _progress
 
 # numpy (and everything that imports it) is imported lazily: `--help` and argument
 # errors answer without paying for the scientific stack.
@@ -826,11 +827,6 @@ def _print_params(params: dict, out=None) -> None:
         print(f"  {k:<18} {text}", file=out)
 
 
-def _progress(iterable, **kw):
-    """A tqdm bar on stderr, shown only when stderr is a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(iterable, file=sys.stderr, disable=None, leave=False, dynamic_ncols=True, **kw)
 
 
 def _prepare_path(path: Path) -> Path:
@@ -964,16 +960,13 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
     rho_w = np.asarray(spec.density_W, dtype=float) if has_w else None
     atom_w = "none" if spec.atom_at_zero_W is None else f"{spec.atom_at_zero_W:.12g}"
     try:
-        with open(path, "w", newline="") as fh:
-            fh.write(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
-                     f"atom_at_zero_W={atom_w}; densities are the continuous parts "
-                     f"(integral = 1 - atom); params={_dumps(params)}\n")
-            w = csv.writer(fh)
-            w.writerow(["x", "density_S", "sigma", "density_W"])
-            for i in range(x.size):
-                w.writerow([f"{x[i]:.12g}", f"{rho[i]:.12g}",
-                            f"{sig[i]:.12g}" if has_w else "",
-                            f"{rho_w[i]:.12g}" if has_w else ""])
+        atomic_write_csv(
+            path, ["x", "density_S", "sigma", "density_W"],
+            ([f"{x[i]:.12g}", f"{rho[i]:.12g}", f"{sig[i]:.12g}" if has_w else "",
+              f"{rho_w[i]:.12g}" if has_w else ""] for i in range(x.size)),
+            preamble=(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
+                      f"atom_at_zero_W={atom_w}; densities are the continuous parts "
+                      f"(integral = 1 - atom); params={_dumps(params)}\n"))
     except OSError as exc:
         raise CLIError(f"cannot write {str(path)!r}: {exc.strerror}") from None
     png = path.with_suffix(".png")
@@ -1236,7 +1229,7 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
         from amp_attention.solvers.outliers import predict_outliers
 
         outliers = [o.to_dict() for o in predict_outliers(problem, se)]
-        (out / "outliers.json").write_text(_dumps({"params": params, "outliers": outliers}))
+        atomic_write_text(out / "outliers.json", _dumps({"params": params, "outliers": outliers}))
     png = write_spectrum(out / "spectrum.csv", se.spectrum, params, outliers=outliers)
     theory_png = png.with_name("spectrum_theory.png")
     os.replace(png, theory_png)
@@ -1335,13 +1328,11 @@ def cmd_thresholds(args: argparse.Namespace) -> int:
             cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
             print(f"  {r[name]:>8g} {cells}")
     if out_dir is not None:
-        with open(out_dir / "thresholds.csv", "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow([name, "alpha_interp", "alpha_PR"])
-            for r in rows:
-                w.writerow([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
-                            "" if r["alpha_PR"] is None else r["alpha_PR"]])
-        (out_dir / "thresholds.json").write_text(_dumps({"params": params, "grid": name, "rows": rows}))
+        atomic_write_csv(out_dir / "thresholds.csv", [name, "alpha_interp", "alpha_PR"],
+                         ([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
+                           "" if r["alpha_PR"] is None else r["alpha_PR"]] for r in rows))
+        atomic_write_text(out_dir / "thresholds.json",
+                          _dumps({"params": params, "grid": name, "rows": rows}))
         from . import plotting
 
         plotting.plot_threshold_curves(name, rows, out_dir / "thresholds.png",
@@ -1480,20 +1471,15 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     fits["recovery_alpha"] = {str(k): a for k, a in recovery_alphas(rows).items()}
     params = {**problem.to_dict(), "alphas": list(alphas), "lam_exponent": args.lam_exponent,
               "e0": args.e0}
-    from amp_attention.solvers.runstore import atomic_write_json
-
     atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
     cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
             "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis"]
-    with open(out / "scaling.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        for r in rows:
-            dec = r.get("decomposition") or {}
-            w.writerow([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"], r["train_error"],
-                        r["matrix_mse"], r.get("k_star"),
-                        *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
-                        r.get("residual_kurtosis")])
+    decs = [r.get("decomposition") or {} for r in rows]
+    atomic_write_csv(out / "scaling.csv", cols, (
+        [r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"], r["train_error"],
+         r["matrix_mse"], r.get("k_star"), *(dec.get(t) for t in ("over", "under", "approx",
+                                                                  "mismatch")),
+         r.get("residual_kurtosis")] for r, dec in zip(rows, decs)))
     plotting.plot_scaling(rows, fits, out / "scaling.png",
                           title=f"{problem.task.channel} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"
@@ -1603,8 +1589,8 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
                                      out / "quickstart.png")
     try:
         _write_quickstart_csv(csv_path, se_rows, erm_rows)
-        json_path.write_text(_dumps({"params": params, "se": se_rows, "erm": erm_rows},
-                                    indent=1) + "\n")
+        atomic_write_text(json_path, _dumps({"params": params, "se": se_rows, "erm": erm_rows},
+                                            indent=1) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write to {str(out)!r}: {exc.strerror}") from None
     erm_plot = None
@@ -1639,18 +1625,17 @@ def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict])
     erm_by_alpha = {r["alpha"]: r for r in erm_rows}
     erm_cols = [f"erm_{f}_{s}" for f in _QS_COLUMNS for s in ("mean", "stderr")]
     header = ["alpha", *RESULT_FIELDS, "status", *erm_cols, "erm_all_converged"]
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for row in se_rows:
-            e = erm_by_alpha.get(row["alpha"])
-            cells = [_fmt(row["alpha"])] + [_fmt(row[f]) for f in RESULT_FIELDS]
-            cells.append(row["status"])
-            for f in _QS_COLUMNS:
-                for s in ("mean", "stderr"):
-                    cells.append(_fmt(e[s][f]) if e else "")
-            cells.append(_fmt(e["all_converged"]) if e else "")
-            w.writerow(cells)
+    table = []
+    for row in se_rows:
+        e = erm_by_alpha.get(row["alpha"])
+        cells = [_fmt(row["alpha"])] + [_fmt(row[f]) for f in RESULT_FIELDS]
+        cells.append(row["status"])
+        for f in _QS_COLUMNS:
+            for s in ("mean", "stderr"):
+                cells.append(_fmt(e[s][f]) if e else "")
+        cells.append(_fmt(e["all_converged"]) if e else "")
+        table.append(cells)
+    atomic_write_csv(path, header, table)
 
 
 # --------------------------------------------------------------------------- entry point

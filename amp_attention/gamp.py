@@ -46,7 +46,6 @@ estimate is returned.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar
@@ -55,6 +54,7 @@ import numpy as np
 
 from .jsonsafe import json_safe
 from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
+from .progress import progress_bar
 from .result import Result, Status
 
 # V beyond this (relative to the start) or below this is reported as divergence.
@@ -283,7 +283,7 @@ def gamp(
     r = A.row_norms() if opts.row_norms else np.ones((n, K))
     g_prev = np.zeros((n, K))
     history: list[GAMPIterate] = []
-    bar = _progress(opts.max_iter) if progress else None
+    bar = progress_bar(total=opts.max_iter, desc="GAMP") if progress else None
     u = A.forward(S)
     (status, message), converged, change, Vh, px = ((Status.MAX_ITER, "not converged in "
                                                      f"{opts.max_iter} iterations"),
@@ -357,11 +357,3 @@ def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> G
     if test is not None:
         test_err = float(np.mean(channel.test_terms(u_test_star, test[0].forward(S))))
     return GAMPIterate(t, m, q, V, Vh, change, train, test_err, eta)
-
-
-def _progress(total: int):
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        return None
-    return tqdm(total=total, desc="GAMP", file=sys.stderr, leave=False)

@@ -36,7 +36,7 @@ import numpy as np
 
 from amp_attention.spec import Problem
 
-from .runstore import atomic_write_json
+from amp_attention.files import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 #: fields stored per point and in the npz (SE result names)

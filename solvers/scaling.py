@@ -39,7 +39,7 @@ from scipy import stats
 from amp_attention.spec import PowerLawTarget, Problem
 
 from .decomposition import outlier_structure, predicted_decomposition
-from .runstore import atomic_write_json
+from amp_attention.files import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 

@@ -45,7 +45,7 @@ from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
-from .runstore import atomic_write_json
+from amp_attention.files import atomic_write_json
 from .state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
 
 

@@ -15,11 +15,9 @@ alpha, and the 1/d extrapolation of the test error).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -27,10 +25,10 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
+from amp_attention.files import atomic_write_csv, atomic_write_json
 from amp_attention.spec import Problem
 
 from .extrapolation import fit_inverse_d
-from .runstore import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 QUANTITIES = ("test_error", "train_error", "matrix_mse")
@@ -173,12 +171,8 @@ def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> tuple[
 
 
 def _write_csv(path: Path, table: list[dict]) -> None:
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(table[0]))
-        w.writeheader()
-        w.writerows(table)
-    os.replace(tmp, path)
+    keys = list(table[0])
+    atomic_write_csv(path, keys, ([row.get(k, "") for k in keys] for row in table))
 
 
 def plot_validation(summary: dict, path: Path) -> Path:

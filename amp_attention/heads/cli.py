@@ -15,13 +15,14 @@ Bad input raises ValueError("argument --flag: ...") which the top-level
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
+from ..progress import progress_bar as _progress
 
 SYMBOLS = """\
 symbols
@@ -83,11 +84,6 @@ def _flag_error(exc: Exception) -> ValueError:
     return ValueError(f"argument {flag}: {msg}" if flag else msg)
 
 
-def _progress(iterable, **kw):
-    """A tqdm bar on stderr, shown only when stderr is a terminal."""
-    from tqdm import tqdm
-
-    return tqdm(iterable, file=sys.stderr, disable=None, leave=False, dynamic_ncols=True, **kw)
 
 
 # --------------------------------------------------------------------------- parser
@@ -271,12 +267,9 @@ def _out_dir(args: argparse.Namespace, mode: str) -> Path:
 
 def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[list]) -> None:
     try:
-        (out / f"heads_{mode}.json").write_text(
-            json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
-        with open(out / f"heads_{mode}.csv", "w", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(header)
-            w.writerows(_plain(rows))
+        atomic_write_text(out / f"heads_{mode}.json",
+                          json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
+        atomic_write_csv(out / f"heads_{mode}.csv", header, _plain(rows))
     except OSError as exc:
         raise ValueError(f"argument --out: cannot write to {str(out)!r}: {exc.strerror}") from None
 
