@@ -1009,7 +1009,7 @@ def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_i
 
 def cmd_erm(args: argparse.Namespace) -> int:
     """``amp-attention erm``: direct ERM over seeds; mean and standard error of each field."""
-    from .data import check_dimension, check_seed
+    from .checks import check_dimension, check_seed
 
     problem = problem_from_args(args)
     try:
@@ -1078,7 +1078,8 @@ def cmd_amp(args: argparse.Namespace) -> int:
     from amp_attention.solvers.state_evolution import se_iterates, solve_state_evolution
 
     from .channels import channel_for
-    from .data import check_dimension, check_seed, sample_tokens
+    from .checks import check_dimension, check_seed
+    from .data import sample_tokens
     from .denoisers import denoiser_for
     from .erm_nonlinear import TEST_SEED_TAG, generate_channel_dataset, kkt_residual
     from .training import rank_cap

@@ -18,28 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .checks import check_dimension, check_seed
 from .operators import measure
 from .spec import CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget
-
-
-def check_dimension(d: object, minimum: int = 2) -> int:
-    """Validate the dimension d: a Python/NumPy integer >= ``minimum``.
-
-    Floats are refused even when integral: d is an array size, and silently
-    accepting 64.0 would hide a caller passing a computed ratio by mistake.
-    """
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-        raise ValueError(f"d must be an integer >= {minimum}, got {d!r}")
-    if int(d) < minimum:
-        raise ValueError(f"d must be an integer >= {minimum}, got {d!r}")
-    return int(d)
-
-
-def check_seed(seed: object) -> int:
-    """Validate a seed: a Python/NumPy integer >= 0 (what numpy's default_rng accepts)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 def n_samples(alpha: float, d: int) -> int:

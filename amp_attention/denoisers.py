@@ -44,7 +44,7 @@ class DenoiserFunctionals:
     quadrature_error: float = 0.0
 
 
-def _check_hats(mh: float, qh: float, Vh: float) -> None:
+def check_hats(mh: float, qh: float, Vh: float) -> None:
     for name, val in (("m_hat", mh), ("q_hat", qh), ("V_hat", Vh)):
         if not (math.isfinite(val) and val > 0):
             raise ValueError(f"{name} must be finite and > 0, got {val!r}")
@@ -99,7 +99,7 @@ class NuclearNormPSD:
     ) -> DenoiserFunctionals:
         """q = int f^2 rho_B, V = 2 int f rho_B Re g_B, m = (int x f rho_B - qh V)/mh,
         Tr/d = int f rho_B, rank fraction = int_{x > cutoff} rho_B."""
-        _check_hats(mh, qh, Vh)
+        check_hats(mh, qh, Vh)
         law = SemicircleFreeConvolution(target.scaled(mh), qh, rtol=rtol)
         cut = self.cutoff(law)
         two_lam = 2.0 * self.lam
@@ -147,7 +147,7 @@ class Frobenius:
     def functionals(
         self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
     ) -> DenoiserFunctionals:
-        _check_hats(mh, qh, Vh)
+        check_hats(mh, qh, Vh)
         c = 1.0 / (Vh + 2.0 * self.lam)
         Q0 = target.moment(2)
         return DenoiserFunctionals(

@@ -45,7 +45,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 from scipy.optimize import minimize
 
-from .data import Dataset, check_dimension, check_seed, n_samples, sample_target_matrix, sample_tokens
+from .checks import check_count, check_dimension, check_seed
+from .data import Dataset, n_samples, sample_target_matrix, sample_tokens
 from .operators import preactivations, preactivations_adjoint, top_eigenvalue_sym
 from .spec import CHANNELS, Problem
 from .spectral_maps import psd_soft_threshold
@@ -604,12 +605,6 @@ def population_error(
 # ------------------------------------------------------------------------ driver
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def direct_erm_channel(
     problem: Problem,
     d: int,
@@ -687,8 +682,8 @@ def direct_erm_channel(
     beta = getattr(channel, "beta", None)
     if beta is not None and not math.isclose(float(beta), task.beta, rel_tol=1e-12, abs_tol=0.0):
         raise ValueError(f"channel has beta={beta} but problem.task.beta={task.beta}")
-    restarts = _check_int("restarts", restarts, 0)
-    max_iter = _check_int("max_iter", max_iter, 1)
+    restarts = check_count("restarts", restarts, 0)
+    max_iter = check_count("max_iter", max_iter, 1)
     try:
         tol = float(tol)
     except (TypeError, ValueError):
@@ -713,7 +708,7 @@ def direct_erm_channel(
     M = int(channel.M)
     if data.y.ndim != 2 or data.y.shape != (data.n, M):
         raise ValueError(f"data.y must have shape ({data.n}, {M}) for this channel, got {data.y.shape}")
-    n_test = max(data.n, N_TEST_MIN) if n_test is None else _check_int("n_test", n_test, 2)
+    n_test = max(data.n, N_TEST_MIN) if n_test is None else check_count("n_test", n_test, 2)
 
     t_start = time.time()
     lr = problem.learner

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .denoisers import DenoiserFunctionals, _check_hats
+from .denoisers import DenoiserFunctionals, check_hats
 from .targets import SpectralMeasure
 
 #: per-draw columns of :attr:`FiniteSizeDenoiser.last_replicas`
@@ -102,7 +102,7 @@ class FiniteSizeDenoiser:
     def functionals(self, target: SpectralMeasure | None, mh: float, qh: float, Vh: float,
                     **_: object) -> DenoiserFunctionals:
         """Means over the draws of m, q, V, Tr/d and the rank fraction of Shat_r."""
-        _check_hats(mh, qh, Vh)
+        check_hats(mh, qh, Vh)
         reps = np.array([self._one(Z, mh, qh, Vh) for Z in self.Z])
         self.last_replicas = reps
         m, q, V, tr, rank = (float(v) for v in reps.mean(axis=0))

@@ -68,7 +68,7 @@ def plot_se_curve(
         ax.set_ylabel(LABELS.get(name, name))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_spectrum(
@@ -102,7 +102,7 @@ def plot_spectrum(
     _outlier_lines(axes[0][0], outliers, sqrt=False)
     if panels == 2:
         _outlier_lines(axes[0][1], outliers, sqrt=True)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def _outlier_lines(ax, outliers: Sequence[Mapping] | None, sqrt: bool) -> None:
@@ -119,7 +119,7 @@ def _outlier_lines(ax, outliers: Sequence[Mapping] | None, sqrt: bool) -> None:
     ax.legend(fontsize=7)
 
 
-def _save(fig, path: Path, title: str | None) -> Path:
+def save_figure(fig, path: Path, title: str | None) -> Path:
     """Title, layout, write the PNG and release the figure."""
     if title:
         fig.suptitle(title, fontsize=9)
@@ -205,7 +205,7 @@ def plot_spectrum_overlay(
         ax.set_ylabel("Kolmogorov distance to the SE law")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def _overlay_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None,
@@ -279,7 +279,7 @@ def plot_phase_diagram(
         ax.set_title(LABELS.get(name, name), fontsize=9)
         if ax is axes[0][0] and (vlines or np.any(hyst) or np.any(bad)):
             ax.legend(fontsize=7, loc="upper right", framealpha=0.6)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, *,
@@ -301,7 +301,7 @@ def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, 
     ax.set_ylabel(r"$\alpha = n/d^2$")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
@@ -346,4 +346,4 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
     ax.set_xlabel(r"$n = \alpha d^2$")
     ax.set_ylabel(r"recovered modes $k^*$")
     ax.grid(alpha=0.3)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)

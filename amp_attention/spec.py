@@ -25,58 +25,16 @@ from typing import Literal, Union
 
 import numpy as np
 
+from .checks import check_choice, check_integer, check_nonnegative, check_positive
+
 CHANNELS = ("linear", "softmax", "seq2lab")
 NOISE_LOCATIONS = ("output", "logit")
 PARAMETERISATIONS = ("factorised", "elementwise")
 
 
-def _real(name: str, value: object) -> float:
-    """Coerce ``value`` to a finite float or raise a ValueError naming ``name``."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return x
-
-
 #: supported sample ratios alpha = n/d^2 and label-noise variances (double precision)
 ALPHA_RANGE = (1e-9, 1e9)
 NOISE_MAX = 1e12
-
-
-def _positive(name: str, value: object) -> float:
-    x = _real(name, value)
-    if x <= 0.0:
-        raise ValueError(f"{name} must be > 0 (allowed range (0, inf)), got {value!r}")
-    return x
-
-
-def _nonnegative(name: str, value: object) -> float:
-    x = _real(name, value)
-    if x < 0.0:
-        raise ValueError(f"{name} must be >= 0 (allowed range [0, inf)), got {value!r}")
-    return x
-
-
-def _integer(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    n = int(value)
-    if n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return n
-
-
-def _choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -94,20 +52,20 @@ class Task:
     noise_at: str = "output"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "channel", _choice("channel", self.channel, CHANNELS))
-        object.__setattr__(self, "L", _integer("L", self.L, 1))
+        object.__setattr__(self, "channel", check_choice("channel", self.channel, CHANNELS))
+        object.__setattr__(self, "L", check_integer("L", self.L, 1))
         if self.channel in ("softmax", "seq2lab") and self.L < 2:
             # a row softmax over one token is the constant 1: the labels carry no signal
             raise ValueError(f"L must be an integer >= 2 for the {self.channel} channel (a "
                              f"softmax over one token is constant), got {self.L!r}")
-        object.__setattr__(self, "beta", _positive("beta", self.beta))
-        noise = _nonnegative("noise", self.noise)
+        object.__setattr__(self, "beta", check_positive("beta", self.beta))
+        noise = check_nonnegative("noise", self.noise)
         if noise > NOISE_MAX:
             raise ValueError(f"noise must lie in [0, {NOISE_MAX:g}] (a label-noise variance; "
                              f"the target's outputs have variance O(1)), got {self.noise!r}")
         object.__setattr__(self, "noise", noise)
         object.__setattr__(
-            self, "noise_at", _choice("noise_at", self.noise_at, NOISE_LOCATIONS)
+            self, "noise_at", check_choice("noise_at", self.noise_at, NOISE_LOCATIONS)
         )
 
     @property
@@ -128,7 +86,7 @@ class WishartTarget:
     kind: Literal["wishart"] = field(default="wishart", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa0", _positive("kappa0", self.kappa0))
+        object.__setattr__(self, "kappa0", check_positive("kappa0", self.kappa0))
 
     @property
     def list_dimension(self) -> None:
@@ -156,7 +114,7 @@ class SpikedTarget:
     kind: Literal["spiked"] = field(default="spiked", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa0", _positive("kappa0", self.kappa0))
+        object.__setattr__(self, "kappa0", check_positive("kappa0", self.kappa0))
         sp = tuple(float(v) for v in np.atleast_1d(np.asarray(self.spikes, dtype=float)))
         if not sp or any(not (math.isfinite(v) and v > 0) for v in sp):
             raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
@@ -188,13 +146,13 @@ class PowerLawTarget:
     kind: Literal["powerlaw"] = field(default="powerlaw", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "gamma", _positive("gamma", self.gamma))
-        object.__setattr__(self, "d", _integer("d", self.d, 1))
-        p0 = self.d if self.p0 is None else _integer("p0", self.p0, 1)
+        object.__setattr__(self, "gamma", check_positive("gamma", self.gamma))
+        object.__setattr__(self, "d", check_integer("d", self.d, 1))
+        p0 = self.d if self.p0 is None else check_integer("p0", self.p0, 1)
         if p0 > self.d:
             raise ValueError(f"p0 must lie in [1, d] = [1, {self.d}], got {p0}")
         object.__setattr__(self, "p0", p0)
-        object.__setattr__(self, "Q0", _positive("Q0", self.Q0))
+        object.__setattr__(self, "Q0", check_positive("Q0", self.Q0))
 
     @property
     def list_dimension(self) -> int:
@@ -294,12 +252,12 @@ class Learner:
     parameterisation: str = "factorised"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa", _positive("kappa", self.kappa))
-        object.__setattr__(self, "lam", _nonnegative("lam", self.lam))
+        object.__setattr__(self, "kappa", check_positive("kappa", self.kappa))
+        object.__setattr__(self, "lam", check_nonnegative("lam", self.lam))
         object.__setattr__(
             self,
             "parameterisation",
-            _choice("parameterisation", self.parameterisation, PARAMETERISATIONS),
+            check_choice("parameterisation", self.parameterisation, PARAMETERISATIONS),
         )
 
     @property
@@ -324,7 +282,7 @@ class Problem:
                              "SpikedTarget")
         if not isinstance(self.learner, Learner):
             raise ValueError("learner must be a Learner")
-        alpha = _positive("alpha", self.alpha)
+        alpha = check_positive("alpha", self.alpha)
         if not ALPHA_RANGE[0] <= alpha <= ALPHA_RANGE[1]:
             # beyond it the conjugates (~ alpha) under- or overflow inside the free
             # convolution (ZeroDivisionError at 1e-300, OverflowError at 1e300)

@@ -35,7 +35,8 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
-from .data import Dataset, check_dimension, check_seed, generate_dataset
+from .checks import check_dimension, check_seed
+from .data import Dataset, generate_dataset
 from .operators import measure, measure_adjoint, top_eigenvalue_sym
 from .result import Result, Status
 from .spec import Problem

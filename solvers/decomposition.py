@@ -49,7 +49,7 @@ from scipy.optimize import minimize_scalar
 from amp_attention.spec import PowerLawTarget, Problem
 from amp_attention.targets import target_measure
 
-from .outliers import Outlier, _candidates, predict_outliers
+from .outliers import Outlier, outlier_candidates, predict_outliers
 from .state_evolution import MonteCarloOptions, SEResult, StateEvolution
 
 TERMS = ("over", "under", "approx", "mismatch")
@@ -127,7 +127,7 @@ def _diagonal_overlaps(problem: Problem, result: SEResult, learned: list[Outlier
     if not learned:
         return np.zeros(0)
     mh, qh = result.m_hat, result.q_hat
-    rests = _candidates(problem, max(o.index for o in learned) + 1)
+    rests = outlier_candidates(problem, max(o.index for o in learned) + 1)
     out = []
     for o in learned:
         nu = rests[o.index][1].scaled(mh)

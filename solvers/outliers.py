@@ -49,7 +49,7 @@ class Outlier:
         return dataclasses.asdict(self)
 
 
-def _candidates(problem: Problem, max_modes: int) -> list[tuple[float, SpectralMeasure]]:
+def outlier_candidates(problem: Problem, max_modes: int) -> list[tuple[float, SpectralMeasure]]:
     """(s_k, law of the rest of the spectrum) for every candidate mode, largest first."""
     t = problem.target
     if isinstance(t, SpikedTarget):
@@ -80,7 +80,7 @@ def predict_outliers(problem: Problem, result: SEResult, *, max_modes: int = 40)
         return float(den.spectral_function(np.array([z]), Vh, cutoff)[0])
 
     out = []
-    for k, (s, rest) in enumerate(_candidates(problem, max_modes)):
+    for k, (s, rest) in enumerate(outlier_candidates(problem, max_modes)):
         theta = mh * s
         nu = rest.scaled(mh)
         # A continuous bulk: only a spike above its support can separate.  Atoms

@@ -33,8 +33,8 @@ from typing import Callable
 import numpy as np
 
 from .. import _channel_kernels as ck
-from ..spec import _integer
-from .softmax import GTOL, MAXIT, NewtonChannel, _as_2d
+from ..checks import check_integer
+from .softmax import GTOL, MAXIT, NewtonChannel, as_2d
 
 GTOL_FD = 1e-9
 
@@ -64,7 +64,7 @@ class CustomChannel(NewtonChannel):
         start: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
     ):
         super().__init__(L, noise, noise_at)
-        self.M = _integer("M", M, 1)  # type: ignore[misc]
+        self.M = check_integer("M", M, 1)  # type: ignore[misc]
         if not isinstance(name, str) or not name:
             raise ValueError(f"name must be a non-empty string, got {name!r}")
         self.name = name
@@ -102,7 +102,7 @@ class CustomChannel(NewtonChannel):
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l per sample (n,) and G_ab = dl/dh_ab = sum_m (g_m - y_m) jac[m, a, b] (n, L, L)."""
         H = self._check_H(H)
-        Y = _as_2d("y", y, self.M)
+        Y = as_2d("y", y, self.M)
         return self._k["loss_grad_h"](Y, H)
 
     def jacobian(self, h: np.ndarray) -> np.ndarray:

@@ -28,9 +28,10 @@ import math
 
 import numpy as np
 
-from ..spec import NOISE_LOCATIONS, _choice
+from ..checks import check_choice
+from ..spec import NOISE_LOCATIONS
 from .base import ChannelSE
-from .softmax import ProxBatch, _as_2d, symmetric_h, variance_matrix
+from .softmax import ProxBatch, as_2d, symmetric_h, variance_matrix
 
 
 class LinearChannel:
@@ -45,7 +46,7 @@ class LinearChannel:
             raise ValueError(f"noise must be in [0, inf), got {noise!r}")
         self.L = int(L)
         self.noise = float(noise)
-        self.noise_at = _choice("noise_at", noise_at, NOISE_LOCATIONS)
+        self.noise_at = check_choice("noise_at", noise_at, NOISE_LOCATIONS)
         iu = np.triu_indices(self.L)
         self._ka, self._kb = iu
         self.c = np.where(iu[0] == iu[1], 1.0, 0.5)
@@ -83,7 +84,7 @@ class LinearChannel:
     # ------------------------------------------------- common channel interface
     def h_from_u(self, U: np.ndarray) -> np.ndarray:
         """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
-        return symmetric_h(_as_2d("u", U, self.K), self._ka, self._kb, self.tau, self.L)
+        return symmetric_h(as_2d("u", U, self.K), self._ka, self._kb, self.tau, self.L)
 
     def outputs(self, H: np.ndarray) -> np.ndarray:
         """The upper-triangle entries h_ab, a <= b, row-major: shape (n, K)."""
@@ -116,7 +117,7 @@ class LinearChannel:
 
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l (n,) and G_ab = dl/dh_ab (n, L, L): h_ab - y_ab for a <= b, 0 below the diagonal."""
-        Y = _as_2d("y", y, self.K)
+        Y = as_2d("y", y, self.K)
         R = self.outputs(H) - Y
         G = np.zeros((R.shape[0], self.L, self.L))
         G[:, self._ka, self._kb] = R
@@ -127,8 +128,8 @@ class LinearChannel:
 
         V: scalar, per sample (n,) or per component (n, K) (:func:`variance_matrix`);
         ``warm_from`` is accepted for interface compatibility and ignored (closed form)."""
-        Y = _as_2d("y", y, self.K)
-        Omega = _as_2d("omega", omega, self.K)
+        Y = as_2d("y", y, self.K)
+        Omega = as_2d("omega", omega, self.K)
         n = Y.shape[0]
         Vm = variance_matrix(V, n, self.K)
         yu = Y / self.tau
@@ -140,7 +141,7 @@ class LinearChannel:
 
     def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
         """sum_k (y_k - tau_k uhat_k)^2 per sample."""
-        r = _as_2d("y", y, self.K) - self.tau * _as_2d("uhat", uhat, self.K)
+        r = as_2d("y", y, self.K) - self.tau * as_2d("uhat", uhat, self.K)
         return np.sum(r * r, axis=1)
 
     def loss_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
@@ -149,5 +150,5 @@ class LinearChannel:
 
     def test_terms(self, u_star: np.ndarray, u_pred: np.ndarray) -> np.ndarray:
         """sum_k tau_k^2 (u*_k - u_k)^2 = ||h(u*) - h(u)||^2 over the K outputs."""
-        r = self.tau * (_as_2d("u_star", u_star, self.K) - _as_2d("u_pred", u_pred, self.K))
+        r = self.tau * (as_2d("u_star", u_star, self.K) - as_2d("u_pred", u_pred, self.K))
         return np.sum(r * r, axis=1)

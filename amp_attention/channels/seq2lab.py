@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .softmax import BuiltinNewtonChannel, _as_2d, softmax_rows
+from .softmax import BuiltinNewtonChannel, as_2d, softmax_rows
 
 
 class Seq2LabChannel(BuiltinNewtonChannel):
@@ -54,7 +54,7 @@ class Seq2LabChannel(BuiltinNewtonChannel):
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
         H = self._check_H(H)
-        Y = _as_2d("y", y, 1)[:, 0]
+        Y = as_2d("y", y, 1)[:, 0]
         A = softmax_rows(H, self.beta)
         diag = np.diagonal(A, axis1=1, axis2=2)
         r = diag.mean(axis=1) - Y

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _channel_kernels as ck
-from ..spec import NOISE_LOCATIONS, _choice, _integer, _nonnegative, _positive
+from ..checks import check_choice, check_integer, check_nonnegative, check_positive
+from ..spec import NOISE_LOCATIONS
 
 # Newton tolerance on ||grad F||_inf relative to the scale of its terms, and
 # the iteration cap per start (quadratic convergence needs far fewer).
@@ -69,7 +70,7 @@ class ProxBatch:
     ends: np.ndarray | None = None
 
 
-def _as_2d(name: str, x: np.ndarray, cols: int) -> np.ndarray:
+def as_2d(name: str, x: np.ndarray, cols: int) -> np.ndarray:
     a = np.ascontiguousarray(x, dtype=np.float64)
     if a.ndim != 2 or a.shape[1] != cols:
         raise ValueError(f"{name} must have shape (n, {cols}), got {np.shape(x)}")
@@ -84,7 +85,7 @@ def variance_matrix(V, n: int, K: int) -> np.ndarray:
     have sensing vectors of different norms, so different variances).
     """
     if np.ndim(V) == 0:
-        v = _positive("V", V)
+        v = check_positive("V", V)
         return np.full((n, K), v)
     a = np.asarray(V, dtype=np.float64)
     if a.shape == (n,):
@@ -123,9 +124,9 @@ class NewtonChannel:
     M: int
 
     def __init__(self, L: int, noise: float, noise_at: str):
-        self.L = _integer("L", L, 1)
-        self.noise = _nonnegative("noise", noise)
-        self.noise_at = _choice("noise_at", noise_at, NOISE_LOCATIONS)
+        self.L = check_integer("L", L, 1)
+        self.noise = check_nonnegative("noise", noise)
+        self.noise_at = check_choice("noise_at", noise_at, NOISE_LOCATIONS)
         a, b = np.triu_indices(self.L)
         self._ka = np.ascontiguousarray(a, dtype=np.int64)
         self._kb = np.ascontiguousarray(b, dtype=np.int64)
@@ -163,7 +164,7 @@ class NewtonChannel:
     # ------------------------------------------------------------ shared
     def h_from_u(self, U: np.ndarray) -> np.ndarray:
         """(n, K) u-coordinates -> (n, L, L) symmetric h, h_ab = h_ba = tau_k u_k."""
-        return symmetric_h(_as_2d("u", U, self.K), self._ka, self._kb, self._tau, self.L)
+        return symmetric_h(as_2d("u", U, self.K), self._ka, self._kb, self._tau, self.L)
 
     @property
     def noise_dim(self) -> int:
@@ -219,8 +220,8 @@ class NewtonChannel:
         to and that only a rebuilt start would find is missed; pass None
         (the default) for the full multi-start.
         """
-        Y = _as_2d("y", y, self.M)
-        Omega = _as_2d("omega", omega, self.K)
+        Y = as_2d("y", y, self.M)
+        Omega = as_2d("omega", omega, self.K)
         n = Omega.shape[0]
         if Y.shape[0] != n:
             raise ValueError("y and omega must have the same number of rows")
@@ -242,8 +243,8 @@ class NewtonChannel:
         follows the continuation V' = c V for c in
         ``amp_attention._channel_kernels.CONTINUATION`` and then V.
         """
-        Y = _as_2d("y", y, self.M)
-        Omega = _as_2d("omega", omega, self.K)
+        Y = as_2d("y", y, self.M)
+        Omega = as_2d("omega", omega, self.K)
         return self._starts_raw(Y, Omega, variance_matrix(V, Omega.shape[0], self.K))
 
     def newton_from(
@@ -254,22 +255,22 @@ class NewtonChannel:
         ``converged``: ||grad F|| below tolerance and Hessian of F positive
         definite (a strict local minimum).
         """
-        Y = _as_2d("y", y, self.M)
-        Omega = _as_2d("omega", omega, self.K)
-        U0 = _as_2d("u0", u0, self.K)
+        Y = as_2d("y", y, self.M)
+        Omega = as_2d("omega", omega, self.K)
+        U0 = as_2d("u0", u0, self.K)
         U, F, status = self._newton_raw(Y, Omega, U0, variance_matrix(V, Omega.shape[0], self.K))
         return U, F, status == ck.CONVERGED
 
     def prox_objective(self, y: np.ndarray, omega: np.ndarray, V, u: np.ndarray) -> np.ndarray:
         """F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k) per sample."""
-        U = _as_2d("u", u, self.K)
-        Omega = _as_2d("omega", omega, self.K)
+        U = as_2d("u", u, self.K)
+        Omega = as_2d("omega", omega, self.K)
         Vm = variance_matrix(V, Omega.shape[0], self.K)
         return self.loss_terms(y, U) + np.sum((U - Omega) ** 2 / (2.0 * Vm), axis=1)
 
     def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
         """sum over output entries of (y - g(h(uhat)))^2, shape (n,)."""
-        Y = _as_2d("y", y, self.M)
+        Y = as_2d("y", y, self.M)
         r = Y - self.outputs(self.h_from_u(uhat))
         return np.sum(r * r, axis=1)
 
@@ -294,7 +295,7 @@ class BuiltinNewtonChannel(NewtonChannel):
 
     def __init__(self, L: int, beta: float, noise: float = 0.0, noise_at: str = "output"):
         super().__init__(L, noise, noise_at)
-        self.beta = _positive("beta", beta)
+        self.beta = check_positive("beta", beta)
         self._par = np.array([self.beta, float(self._kind)])
         self._wsize = ck.work_size(self.L)
 
@@ -314,14 +315,14 @@ class BuiltinNewtonChannel(NewtonChannel):
 
     def hessian_batch(self, y: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Hessian of l in u at every row of u, shape (n, K, K) (Numba, parallel)."""
-        return ck.hessian_batch(_as_2d("y", y, self.M), _as_2d("u", u, self.K), self._par,
+        return ck.hessian_batch(as_2d("y", y, self.M), as_2d("u", u, self.K), self._par,
                                 self._ka, self._kb, self._tau, self._wsize)
 
     def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
         D[:, k] = dA/du_k: dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), and u_k moves
         h_ij and h_ji (k = (i, j)) with factor tau_k."""
-        U = _as_2d("u", U, self.K)
+        U = as_2d("u", U, self.K)
         A = softmax_rows(self.h_from_u(U), self.beta)
         n, L = U.shape[0], self.L
         D = np.zeros((n, self.K, L, L))
@@ -386,7 +387,7 @@ class SoftmaxChannel(BuiltinNewtonChannel):
     def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
         H = self._check_H(H)
-        Y = _as_2d("y", y, self.M).reshape(H.shape)
+        Y = as_2d("y", y, self.M).reshape(H.shape)
         A = softmax_rows(H, self.beta)
         R = A - Y
         rbar = np.sum(R * A, axis=-1, keepdims=True)

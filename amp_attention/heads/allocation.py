@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..spec import _integer
-from .ensemble import (MSEDecomposition, Progress, _no_progress, average_decompositions,
+from ..checks import check_integer
+from .ensemble import (MSEDecomposition, Progress, no_progress, average_decompositions,
                        decompose_ensemble_mse, simulate_heads, task_realisations)
 from .nadaraya_watson import NWKernel
 from .tasks import NWTask
@@ -33,7 +33,7 @@ from .tasks import NWTask
 
 def divisors(D: int) -> list[int]:
     """All divisors H of D, increasing (the admissible head counts for budget D)."""
-    D = _integer("D", D, 1)
+    D = check_integer("D", D, 1)
     small = [h for h in range(1, math.isqrt(D) + 1) if D % h == 0]
     return sorted(set(small + [D // h for h in small]))
 
@@ -45,9 +45,9 @@ def budget_heads(d_model: int, D: int, H: int) -> np.ndarray:
     lose no generality here because the task's target directions are
     Haar-random: only the relative position of heads and target matters.
     """
-    D = _integer("D", D, 1)
-    H = _integer("H", H, 1)
-    d_model = _integer("d_model", d_model, 1)
+    D = check_integer("D", D, 1)
+    H = check_integer("H", H, 1)
+    d_model = check_integer("d_model", d_model, 1)
     if D % H:
         raise ValueError(f"H must divide D = {D}, got {H} (allowed: {divisors(D)})")
     if D > d_model:
@@ -61,7 +61,7 @@ def budget_heads(d_model: int, D: int, H: int) -> np.ndarray:
 
 def law_dk_star(n: float, intrinsic_dim: int, constant: float = 1.0) -> float:
     """The stated law d_k* = constant (log n)^(2/(4+d)), d = intrinsic dimension (n > 1)."""
-    d = _integer("intrinsic_dim", intrinsic_dim, 1)
+    d = check_integer("intrinsic_dim", intrinsic_dim, 1)
     if not (math.isfinite(float(n)) and n > 1):
         raise ValueError(f"n must be > 1 (allowed range (1, inf)), got {n!r}")
     return constant * math.log(n) ** (2.0 / (4.0 + d))
@@ -99,15 +99,15 @@ class AllocationResult:
 def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWKernel(),
                      heads: Sequence[int] | None = None, seed: int = 0,
                      target_seeds: Sequence[int] | None = None,
-                     progress: Progress = _no_progress) -> AllocationResult:
+                     progress: Progress = no_progress) -> AllocationResult:
     """Uniform ensembles of H orthogonal heads of width D/H for every H (default: all divisors).
 
     All H share the training draws and targets (common random numbers), so
     the standard error of a difference of MSEs is taken from the per-draw
     paired differences, which is much smaller than either MSE's own error.
     """
-    D = _integer("D", D, 1)
-    Hs = divisors(D) if heads is None else sorted({_integer("heads", h, 1) for h in heads})
+    D = check_integer("D", D, 1)
+    Hs = divisors(D) if heads is None else sorted({check_integer("heads", h, 1) for h in heads})
     for H in Hs:
         if D % H:
             raise ValueError(f"heads must be divisors of D = {D} (allowed: {divisors(D)}), got {H}")
@@ -134,7 +134,7 @@ def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWK
 def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
                      kernel: NWKernel = NWKernel(), seed: int = 0,
                      target_seeds: Sequence[int] | None = None,
-                     progress: Progress = _no_progress) -> dict:
+                     progress: Progress = no_progress) -> dict:
     """Empirical check of d_k* ~ (log n)^(2/(4+d)) over the sample sizes ``ns``.
 
     Returns {"sweeps": [AllocationResult per n], "table": rows with n, log n,
@@ -142,7 +142,7 @@ def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
     ratio (log n / log n_0)^(2/(4+d)) and the empirical ratio
     d_k*(n)/d_k*(n_0)}, n_0 = ns[0].  An empirical check, not a proof.
     """
-    ns = [_integer("ns", v, 2) for v in ns]
+    ns = [check_integer("ns", v, 2) for v in ns]
     if not ns:
         raise ValueError("ns must contain at least one sample size >= 2")
     sweeps = [allocation_sweep(replace(task, n=n), D, draws=draws, kernel=kernel, seed=seed,

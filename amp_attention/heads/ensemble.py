@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..spec import _integer
+from ..checks import check_integer
 from .diversity import head_diversity_index
 from .nadaraya_watson import NWKernel, nw_predict_heads
 from .tasks import NWTask, check_seed
@@ -35,7 +35,7 @@ from .weights import head_weights, rank_heads
 Progress = Callable[[Iterable], Iterable]
 
 
-def _no_progress(items: Iterable) -> Iterable:
+def no_progress(items: Iterable) -> Iterable:
     return items
 
 
@@ -67,7 +67,7 @@ def check_heads(heads: object, d_model: int) -> np.ndarray:
 def simulate_heads(task: NWTask, heads: object, *, draws: int, kernel: NWKernel = NWKernel(),
                    independent_heads: bool = False, seed: int = 0,
                    batch_size: int | None = None,
-                   progress: Progress = _no_progress) -> HeadPredictions:
+                   progress: Progress = no_progress) -> HeadPredictions:
     """Fit every head on R = ``draws`` training draws and predict the test points.
 
     Shared data (default): in each draw all heads see the same n labelled
@@ -76,7 +76,7 @@ def simulate_heads(task: NWTask, heads: object, *, draws: int, kernel: NWKernel 
     f_h and f_h' are independent given the test point and Cov_hh' has
     expectation 0.  Memory: O(R H m) for the predictions plus O(batch n).
     """
-    R = _integer("draws", draws, 1)
+    R = check_integer("draws", draws, 1)
     seed = check_seed("seed", seed)
     W = check_heads(heads, task.d_model)
     H, d_model, d_k = W.shape
@@ -269,9 +269,9 @@ def rotation_heads(d_model: int, H: int, d_k: int, t: float) -> np.ndarray:
     so HDI(t) = 1 - cos^4(t pi/2), increasing from 0 to 1.  Needs
     d_model >= (H + 1) d_k.
     """
-    H = _integer("H", H, 2)
-    d_k = _integer("d_k", d_k, 1)
-    d_model = _integer("d_model", d_model, 1)
+    H = check_integer("H", H, 2)
+    d_k = check_integer("d_k", d_k, 1)
+    d_model = check_integer("d_model", d_model, 1)
     if d_model < (H + 1) * d_k:
         raise ValueError(f"d_model must be >= (H + 1) d_k = {(H + 1) * d_k} for the rotation "
                          f"sweep (a common block plus one block per head), got {d_model}")
@@ -303,7 +303,7 @@ def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws
                    kernel: NWKernel = NWKernel(), independent_heads: bool = False,
                    weights: object | None = None, seed: int = 0,
                    target_seeds: Sequence[int] | None = None,
-                   progress: Progress = _no_progress) -> list[RotationPoint]:
+                   progress: Progress = no_progress) -> list[RotationPoint]:
     """(HDI, ensemble MSE, decomposition) along heads rotated from identical to orthogonal.
 
     For each t in ``ts`` the heads are :func:`rotation_heads` (d_model = task.d_model)
@@ -321,7 +321,7 @@ def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws
     if not ts:
         raise ValueError("ts must contain at least one value in [0, 1]")
     tasks = task_realisations(task, target_seeds)
-    w = head_weights("uniform", _integer("H", H, 2)) if weights is None else weights
+    w = head_weights("uniform", check_integer("H", H, 2)) if weights is None else weights
     out = []
     for t in progress(ts):
         W = rotation_heads(task.d_model, H, d_k, t)
@@ -367,9 +367,9 @@ class WeightingComparison:
 
 def random_heads(d_model: int, H: int, d_k: int, seed: int = 0) -> np.ndarray:
     """H independent Haar-random d_k-dimensional subspaces (orthonormal bases), (H, d_model, d_k)."""
-    H = _integer("H", H, 1)
-    d_k = _integer("d_k", d_k, 1)
-    d_model = _integer("d_model", d_model, 1)
+    H = check_integer("H", H, 1)
+    d_k = check_integer("d_k", d_k, 1)
+    d_model = check_integer("d_model", d_model, 1)
     if d_k > d_model:
         raise ValueError(f"d_k must lie in [1, d_model] = [1, {d_model}], got {d_k}")
     rng = np.random.default_rng([check_seed("seed", seed), 7])
@@ -385,7 +385,7 @@ def compare_weightings(task: NWTask, heads: object, *, draws: int,
                        schemes: Sequence[str] = ("uniform", "geometric", "fibonacci"),
                        ratio: float = 0.5, independent_heads: bool = False, seed: int = 0,
                        target_seeds: Sequence[int] | None = None,
-                       progress: Progress = _no_progress) -> WeightingComparison:
+                       progress: Progress = no_progress) -> WeightingComparison:
     """Uniform / geometric / Fibonacci weights over heads ranked by validation MSE.
 
     The ranking uses each draw's n_val held-out points (noisy labels), never

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 
-from ..plotting import _save  # noqa: E402  (one title/layout/save convention for every figure)
+from ..plotting import save_figure  # noqa: E402  (one title/layout/save convention for every figure)
 
 
 def plot_rotation(curves: Mapping[str, Sequence[dict]], path: str | Path,
@@ -57,7 +57,7 @@ def plot_rotation(curves: Mapping[str, Sequence[dict]], path: str | Path,
         ax.set_title(f"decomposition, {label}", fontsize=9)
         ax.legend(fontsize=6.5)
         ax.grid(alpha=0.3)
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path,
@@ -105,7 +105,7 @@ def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path,
             ax.set_ylabel("ensemble test MSE")
             ax.set_title(f"weighting schemes, {label}", fontsize=9)
             ax.grid(alpha=0.3, axis="y")
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_weighting(schemes: Mapping[str, dict], path: str | Path,
@@ -130,7 +130,7 @@ def plot_weighting(schemes: Mapping[str, dict], path: str | Path,
     axes[1].legend(fontsize=7)
     for ax in axes:
         ax.grid(alpha=0.3, axis="y")
-    return _save(fig, path, title)
+    return save_figure(fig, path, title)
 
 
 def plot_overlaps(overlaps: np.ndarray, path: str | Path, title: str | None = None) -> Path:

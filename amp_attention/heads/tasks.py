@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..spec import _integer, _nonnegative, _positive
+from ..checks import check_integer, check_nonnegative, check_positive
 
 # Stream tags that keep the task's fixed randomness (directions, test points)
 # apart from the training draws.
@@ -32,7 +32,7 @@ _TRAIN_TAG = 103
 
 def check_seed(name: str, value: object) -> int:
     """A numpy-compatible seed: an integer >= 0 (ValueError naming ``name`` otherwise)."""
-    return _integer(name, value, 0)
+    return check_integer(name, value, 0)
 
 
 @dataclass(frozen=True)
@@ -57,16 +57,16 @@ class NWTask:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "d_model", _integer("d_model", self.d_model, 1))
-        object.__setattr__(self, "n", _integer("n", self.n, 1))
-        object.__setattr__(self, "m", _integer("m", self.m, 1))
-        object.__setattr__(self, "sigma", _nonnegative("sigma", self.sigma))
-        s = _integer("intrinsic_dim", self.intrinsic_dim, 1)
+        object.__setattr__(self, "d_model", check_integer("d_model", self.d_model, 1))
+        object.__setattr__(self, "n", check_integer("n", self.n, 1))
+        object.__setattr__(self, "m", check_integer("m", self.m, 1))
+        object.__setattr__(self, "sigma", check_nonnegative("sigma", self.sigma))
+        s = check_integer("intrinsic_dim", self.intrinsic_dim, 1)
         if s > self.d_model:
             raise ValueError(f"intrinsic_dim must lie in [1, d_model] = [1, {self.d_model}], got {s}")
         object.__setattr__(self, "intrinsic_dim", s)
-        object.__setattr__(self, "omega", _positive("omega", self.omega))
-        object.__setattr__(self, "n_val", _integer("n_val", self.n_val, 0))
+        object.__setattr__(self, "omega", check_positive("omega", self.omega))
+        object.__setattr__(self, "n_val", check_integer("n_val", self.n_val, 0))
         object.__setattr__(self, "seed", check_seed("seed", self.seed))
 
     def to_dict(self) -> dict:

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from ..spec import _integer, _real
+from ..checks import check_integer, check_real
 
 WEIGHTINGS = ("uniform", "geometric", "fibonacci")
 DEFAULT_RATIO = 0.5
@@ -25,14 +25,14 @@ DEFAULT_RATIO = 0.5
 
 def uniform_weights(H: int) -> np.ndarray:
     """w_k = 1/H."""
-    H = _integer("H", H, 1)
+    H = check_integer("H", H, 1)
     return np.full(H, 1.0 / H)
 
 
 def geometric_weights(H: int, ratio: float = DEFAULT_RATIO) -> np.ndarray:
     """w_k proportional to r^k, normalised; r = ``ratio`` in (0, 1)."""
-    H = _integer("H", H, 1)
-    r = _real("ratio", ratio)
+    H = check_integer("H", H, 1)
+    r = check_real("ratio", ratio)
     if not (0.0 < r < 1.0):
         raise ValueError(f"ratio must lie in (0, 1) (allowed range (0, 1)), got {ratio!r}")
     w = r ** np.arange(H, dtype=float)
@@ -41,7 +41,7 @@ def geometric_weights(H: int, ratio: float = DEFAULT_RATIO) -> np.ndarray:
 
 def fibonacci_weights(H: int) -> np.ndarray:
     """w_k proportional to F_{H-k} (F_1 = F_2 = 1), normalised: best head gets F_H."""
-    H = _integer("H", H, 1)
+    H = check_integer("H", H, 1)
     fib = [1.0, 1.0]
     while len(fib) < H:
         fib.append(fib[-1] + fib[-2])
