@@ -119,6 +119,17 @@ class NuclearNormPSD:
         x = np.asarray(x, dtype=float)
         return np.where(x >= cutoff, np.maximum(x - 2.0 * self.lam, 0.0) / Vh, 0.0)
 
+    #: Shat = W^T W / sqrt(p d): PSD, with a factor W whose singular values exist
+    factorised = True
+
+    def spectral_scale(self, Vh: float) -> float:
+        """Above the cutoff f(x) = (x - shift)/scale: scale = Vh (so rho_S(s) = scale
+        rho_B(shift + scale s), and the eigenvalue s of Shat comes from x = shift + scale s)."""
+        return Vh
+
+    def spectral_shift(self) -> float:
+        return 2.0 * self.lam
+
 
 @dataclass(frozen=True)
 class Frobenius:
@@ -161,6 +172,20 @@ class Frobenius:
 
     def spectral_function(self, x: np.ndarray, Vh: float, cutoff: float = -math.inf) -> np.ndarray:
         return np.asarray(x, dtype=float) / (Vh + 2.0 * self.lam)
+
+    #: S is any symmetric matrix: no factor W, eigenvalues of either sign
+    factorised = False
+
+    def cutoff(self, law: SemicircleFreeConvolution) -> float:
+        """Every eigenvalue of B is kept."""
+        return -math.inf
+
+    def spectral_scale(self, Vh: float) -> float:
+        """f(x) = (x - shift)/scale with scale = Vh + 2 lam (see NuclearNormPSD)."""
+        return Vh + 2.0 * self.lam
+
+    def spectral_shift(self) -> float:
+        return 0.0
 
 
 Denoiser = NuclearNormPSD | Frobenius

@@ -159,7 +159,7 @@ def plot_spectrum_overlay(
     bins: int = 50,
     title: str | None = None,
 ) -> Path:
-    """Predicted spectra (a ``SpectrumPrediction``) over histograms of trained weights.
+    """Predicted spectra (a ``PredictedSpectrum``) over histograms of trained weights.
 
     Histograms pool the seeds of the largest d in ``runs`` (stored run dicts
     with ``d``, ``p``, ``eigenvalues_S``, ``singular_values_W``); they are

@@ -223,7 +223,7 @@ def outlier_structure(problem: Problem, result: SEResult) -> OutlierStructure:
     """k*, x_edge and f(x_edge) at the SE fixed point ``result`` (see :class:`OutlierStructure`)."""
     from amp_attention.denoisers import denoiser_for
 
-    from .spectra import PredictedSpectrum
+    from .predicted_spectrum import PredictedSpectrum
 
     pred = PredictedSpectrum.from_se(problem, result)
     law = pred.law

@@ -27,7 +27,7 @@ from amp_attention.denoisers import denoiser_for
 from amp_attention.spec import PowerLawTarget, Problem, SpikedTarget
 from amp_attention.targets import DiscreteMeasure, SpectralMeasure, target_measure
 
-from .spectra import PredictedSpectrum
+from .predicted_spectrum import PredictedSpectrum
 from .state_evolution import SEResult
 
 

@@ -1,25 +1,7 @@
 """Predicted spectra of the learned weights against trained ones (THEORY 5, issue 5).
 
-The SE fixes the law of the eigenvalues of Shat: with B ~ rho_B = (m_hat * law of
-S0) boxplus semicircle(q_hat) (THEORY 4.2), an eigenvalue of Shat is f(x) for
-x ~ rho_B, where f is the denoiser's spectral function.  f is non-decreasing,
-so the cumulative distribution function is exact from the mass of rho_B above
-a point:
-
-* factorised (nuclear norm, rank cap kappa d): f(x) = (x - 2 lam)/V_hat above
-  the cutoff c = max(2 lam, (1 - kappa) quantile of rho_B), 0 below, hence
-
-      F_S(s) = 0 (s < 0),     F_S(s) = 1 - M(max(c, 2 lam + V_hat s))  (s >= 0),
-
-  with M(x) = int_{y > x} rho_B(y) dy; the atom at 0 is F_S(0) = 1 - M(c).
-* element-wise (Frobenius): f(x) = x / (V_hat + 2 lam), F_S(s) = 1 - M((V_hat + 2 lam) s).
-
-The normalised singular values sigma/(p d)^(1/4) of W (p x d) are the square
-roots of the eigenvalues of S_W = W^T W / sqrt(p d); d - r of those eigenvalues
-are structural zeros (r = min(p, d)), so over the r singular values
-
-      F_W(sigma) = (d F_S(sigma^2) - (d - r)) / r      (sigma >= 0).
-
+The prediction (densities and exact CDFs of the eigenvalues of Shat and of the
+singular values of W) is :class:`~amp_attention.solvers.predicted_spectrum.PredictedSpectrum`.
 The finite-d check (:func:`run_spectrum_check`) trains the layer with Adam at
 several d, computes the Kolmogorov distance sup |F_emp - F| between each
 trained spectrum and the prediction (eigenvalues within ``zero_tol`` times the
@@ -40,65 +22,11 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.denoisers import Frobenius, denoiser_for
-from amp_attention.freeprob import SemicircleFreeConvolution
-from amp_attention.spec import Problem
-from amp_attention.targets import target_measure
-
 from amp_attention.files import atomic_write_json
+from amp_attention.spec import Problem
+
+from .predicted_spectrum import PredictedSpectrum
 from .state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
-
-
-@dataclass(frozen=True, eq=False)
-class PredictedSpectrum:
-    """The cumulative distribution functions of the SE's spectra of Shat and W.
-
-    Built from a converged SE fixed point by :meth:`from_se`; ``elementwise``
-    learners have no W (``cdf_W`` raises).
-    """
-
-    law: SemicircleFreeConvolution
-    lam: float
-    V_hat: float
-    cutoff: float
-    elementwise: bool
-    kappa: float
-
-    @classmethod
-    def from_se(cls, problem: Problem, result: SEResult) -> "PredictedSpectrum":
-        den = denoiser_for(problem.learner)
-        law = SemicircleFreeConvolution(target_measure(problem.target).scaled(result.m_hat),
-                                        result.q_hat)
-        elementwise = isinstance(den, Frobenius)
-        cutoff = -math.inf if elementwise else den.cutoff(law)
-        return cls(law, problem.learner.lam, result.V_hat, cutoff, elementwise,
-                   problem.learner.kappa)
-
-    def _mass_above(self, x: np.ndarray) -> np.ndarray:
-        return np.array([self.law.mass_above(float(v)) for v in np.ravel(x)]).reshape(np.shape(x))
-
-    @property
-    def atom_S(self) -> float:
-        """Mass of the eigenvalue 0 of Shat (0 for the element-wise learner)."""
-        return 0.0 if self.elementwise else 1.0 - float(self.law.mass_above(self.cutoff))
-
-    def cdf_S(self, s, *, left: bool = False) -> np.ndarray:
-        """F_S(s) = P(eigenvalue <= s); ``left=True`` gives the left limit P(eigenvalue < s)."""
-        s = np.asarray(s, dtype=float)
-        if self.elementwise:
-            return 1.0 - self._mass_above((self.V_hat + 2.0 * self.lam) * s)
-        x = np.maximum(self.cutoff, 2.0 * self.lam + self.V_hat * np.maximum(s, 0.0))
-        F = 1.0 - self._mass_above(x)
-        return np.where(s < 0, 0.0, np.where((s == 0) & left, 0.0, F))
-
-    def cdf_W(self, sigma, d: int, p: int, *, left: bool = False) -> np.ndarray:
-        """F_W over the r = min(p, d) normalised singular values of a p x d W."""
-        if self.elementwise:
-            raise ValueError("the element-wise learner has no W")
-        sigma = np.asarray(sigma, dtype=float)
-        r = min(p, d)
-        F = (d * self.cdf_S(np.where(sigma < 0, -1.0, sigma * sigma), left=left) - (d - r)) / r
-        return np.clip(F, 0.0, 1.0)
 
 
 def kolmogorov_distance(samples, cdf: Callable[..., np.ndarray], zero_tol: float = 0.0) -> float:

@@ -23,10 +23,9 @@ import numpy as np
 from amp_attention.channels import channel_for
 from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE
 from amp_attention.data import target_eigenvalues
-from amp_attention.denoisers import Frobenius, denoiser_for
+from amp_attention.denoisers import denoiser_for
 from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoiser,
                                        FiniteSizeOptions, residual_kurtosis)
-from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.spec import Problem
 from amp_attention.targets import DiscreteMeasure, target_measure
 
@@ -34,31 +33,12 @@ from amp_attention.result import Result, Status
 
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
+from .predicted_spectrum import PredictedSpectrum
 
 RESULT_FIELDS = (
     "m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error", "matrix_mse",
     "loss", "rank_fraction", "trace_per_d", "converged", "iterations", "residual",
 )
-
-
-@dataclass(frozen=True)
-class SpectrumPrediction:
-    """Predicted spectra of the learned weights (THEORY 5).
-
-    ``eigenvalues``/``density_S``: the absolutely continuous density of the
-    eigenvalues of Shat (normalised over d eigenvalues), plus ``atom_at_zero``.
-    ``singular_values``/``density_W``: the normalised singular values
-    sigma/(p d)^(1/4) = sqrt(eig Shat) of W, density normalised over the
-    min(p, d) singular values, plus ``atom_at_zero_W`` (None for the
-    element-wise learner, which has no W).
-    """
-
-    eigenvalues: np.ndarray
-    density_S: np.ndarray
-    atom_at_zero: float
-    singular_values: np.ndarray | None
-    density_W: np.ndarray | None
-    atom_at_zero_W: float | None
 
 
 @dataclass(frozen=True)
@@ -107,7 +87,7 @@ class SEResult(Result):
     residual_kurtosis: float | None = None
     residual_kurtosis_stderr: float | None = None
     finite_size_warning: str = ""
-    spectrum: SpectrumPrediction | None = field(default=None, repr=False)
+    spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
 
@@ -228,25 +208,11 @@ class StateEvolution:
             return lam * q / (2.0 * self.alpha)
         return lam * trace_per_d / self.alpha
 
-    def spectrum(self, ch, den, n: int = 600) -> SpectrumPrediction:
-        law = SemicircleFreeConvolution(self.target.scaled(ch.m_hat), ch.q_hat)
-        x, rho = law.curve(n)
-        keep = x >= den.cutoff
-        x, rho = x[keep], rho[keep]
-        f = self.denoiser.spectral_function(x, ch.V_hat, den.cutoff)
-        slope = (ch.V_hat + 2.0 * self.problem.learner.lam) if isinstance(
-            self.denoiser, Frobenius) else ch.V_hat
-        dens = rho * slope
-        if isinstance(self.denoiser, Frobenius):
-            return SpectrumPrediction(f, dens, 0.0, None, None, None)
-        atom = max(0.0, 1.0 - den.rank_fraction)
-        # Singular values sigma = sqrt(s): rho_sigma = 2 sigma rho_S(sigma^2), over
-        # min(p, d) values (a kappa < 1 learner has p = kappa d of them).
-        ratio = min(1.0, self.problem.learner.kappa)
-        sig = np.sqrt(np.maximum(f, 0.0))
-        dens_w = 2.0 * sig * dens / ratio
-        atom_w = max(0.0, (ratio - den.rank_fraction) / ratio)
-        return SpectrumPrediction(f, dens, atom, sig, dens_w, atom_w)
+    def spectrum(self, ch, den) -> PredictedSpectrum:
+        """The predicted spectra at hats ``ch`` with denoiser functionals ``den`` (THEORY 5)."""
+        return PredictedSpectrum.from_hats(self.target, self.denoiser, self.problem.learner.kappa,
+                                           ch.m_hat, ch.q_hat, ch.V_hat, den.rank_fraction,
+                                           cutoff=den.cutoff)
 
 
 def se_iterates(

@@ -1,0 +1,142 @@
+"""The predicted spectra of the learned weights (THEORY 5): one object, built from the denoiser.
+
+At an SE fixed point, B ~ rho_B = (m_hat * law of S0) boxplus semicircle(q_hat)
+(THEORY 4.2), and an eigenvalue of Shat is f(x) for x ~ rho_B, where f is the
+denoiser's spectral function.  Above the denoiser's cutoff c, f(x) = (x - shift)/scale
+(nuclear norm: shift = 2 lam, scale = V_hat, c = max(2 lam, (1 - kappa) quantile of
+rho_B); element-wise: shift = 0, scale = V_hat + 2 lam, c = -inf).  Hence
+
+* densities: rho_S(s) = scale rho_B(shift + scale s) above f(c), plus an atom at 0 of
+  mass 1 - (rank fraction) for the factorised learner; the normalised singular values
+  sigma = sqrt(s) of W have density 2 sigma rho_S(sigma^2) over min(p, d) values;
+* CDFs, exact because f is non-decreasing: F_S(s) = 1 - M(max(c, shift + scale s))
+  (factorised: 0 for s < 0), with M(x) = int_{y > x} rho_B(y) dy, and over the r =
+  min(p, d) singular values of a p x d W, F_W(sigma) = (d F_S(sigma^2) - (d - r))/r.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from amp_attention.denoisers import Denoiser, denoiser_for
+from amp_attention.freeprob import SemicircleFreeConvolution
+from amp_attention.spec import Problem
+from amp_attention.targets import SpectralMeasure, target_measure
+
+#: points of the density curves (eigenvalues of Shat, singular values of W)
+CURVE_POINTS = 600
+
+
+@dataclass(frozen=True, eq=False)
+class PredictedSpectrum:
+    """Densities and CDFs of the eigenvalues of Shat and the singular values of W.
+
+    ``law`` is rho_B; ``cutoff`` the smallest kept eigenvalue of B;
+    ``rank_fraction`` the SE's fraction of non-zero eigenvalues (its complement is
+    the atom at 0).  Curves: ``eigenvalues``/``density_S`` (continuous part,
+    normalised over d eigenvalues) and ``atom_at_zero``; ``singular_values``/
+    ``density_W`` (over min(p, d) values) and ``atom_at_zero_W``, None for the
+    element-wise learner, which has no W.  CDFs: :meth:`cdf_S`, :meth:`cdf_W`.
+    """
+
+    law: SemicircleFreeConvolution
+    denoiser: Denoiser
+    V_hat: float
+    cutoff: float
+    kappa: float
+    rank_fraction: float
+    n_points: int = CURVE_POINTS
+
+    @classmethod
+    def from_hats(cls, target: SpectralMeasure, denoiser: Denoiser, kappa: float, m_hat: float,
+                  q_hat: float, V_hat: float, rank_fraction: float,
+                  cutoff: float | None = None) -> "PredictedSpectrum":
+        law = SemicircleFreeConvolution(target.scaled(m_hat), q_hat)
+        cut = denoiser.cutoff(law) if cutoff is None else cutoff
+        return cls(law, denoiser, V_hat, cut, kappa, rank_fraction)
+
+    @classmethod
+    def from_se(cls, problem: Problem, result) -> "PredictedSpectrum":
+        """From a converged SE fixed point (an :class:`~amp_attention.solvers.state_evolution.SEResult`)."""
+        return cls.from_hats(target_measure(problem.target), denoiser_for(problem.learner),
+                             problem.learner.kappa, result.m_hat, result.q_hat, result.V_hat,
+                             result.rank_fraction)
+
+    # ------------------------------------------------------------------ densities
+    @cached_property
+    def _curves(self) -> tuple:
+        x, rho = self.law.curve(self.n_points)
+        keep = x >= self.cutoff
+        x, rho = x[keep], rho[keep]
+        den = self.denoiser
+        f = den.spectral_function(x, self.V_hat, self.cutoff)
+        dens = rho * den.spectral_scale(self.V_hat)
+        if not den.factorised:
+            return f, dens, 0.0, None, None, None
+        atom = max(0.0, 1.0 - self.rank_fraction)
+        # sigma = sqrt(s): rho_sigma = 2 sigma rho_S(sigma^2), over min(p, d) values (a
+        # kappa < 1 learner has p = kappa d of them)
+        ratio = min(1.0, self.kappa)
+        sig = np.sqrt(np.maximum(f, 0.0))
+        return f, dens, atom, sig, 2.0 * sig * dens / ratio, max(0.0, (ratio - self.rank_fraction)
+                                                                  / ratio)
+
+    @property
+    def eigenvalues(self) -> np.ndarray:
+        return self._curves[0]
+
+    @property
+    def density_S(self) -> np.ndarray:
+        return self._curves[1]
+
+    @property
+    def atom_at_zero(self) -> float:
+        return self._curves[2]
+
+    @property
+    def singular_values(self) -> np.ndarray | None:
+        return self._curves[3]
+
+    @property
+    def density_W(self) -> np.ndarray | None:
+        return self._curves[4]
+
+    @property
+    def atom_at_zero_W(self) -> float | None:
+        return self._curves[5]
+
+    # ----------------------------------------------------------------------- CDFs
+    def _mass_above(self, x: np.ndarray) -> np.ndarray:
+        return np.array([self.law.mass_above(float(v)) for v in np.ravel(x)]).reshape(np.shape(x))
+
+    @property
+    def atom_S(self) -> float:
+        """F_S(0) - F_S(0-): the atom at 0 of the CDF, 1 - M(cutoff) (equal to
+        ``atom_at_zero`` up to the quadrature error of the rank fraction)."""
+        if not self.denoiser.factorised:
+            return 0.0
+        return 1.0 - float(self.law.mass_above(self.cutoff))
+
+    def cdf_S(self, s, *, left: bool = False) -> np.ndarray:
+        """F_S(s) = P(eigenvalue <= s); ``left=True`` gives the left limit P(eigenvalue < s)."""
+        s = np.asarray(s, dtype=float)
+        den = self.denoiser
+        shift, scale = den.spectral_shift(), den.spectral_scale(self.V_hat)
+        if not den.factorised:
+            return 1.0 - self._mass_above(shift + scale * s)
+        x = np.maximum(self.cutoff, shift + scale * np.maximum(s, 0.0))
+        F = 1.0 - self._mass_above(x)
+        return np.where(s < 0, 0.0, np.where((s == 0) & left, 0.0, F))
+
+    def cdf_W(self, sigma, d: int, p: int, *, left: bool = False) -> np.ndarray:
+        """F_W over the r = min(p, d) normalised singular values of a p x d W."""
+        if not self.denoiser.factorised:
+            raise ValueError("the element-wise learner has no W")
+        sigma = np.asarray(sigma, dtype=float)
+        r = min(p, d)
+        F = (d * self.cdf_S(np.where(sigma < 0, -1.0, sigma * sigma), left=left) - (d - r)) / r
+        return np.clip(F, 0.0, 1.0)
+
