@@ -272,7 +272,7 @@ def _refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> N
             raise CLIError(f"argument --{dest.replace('_', '-')}: {why}")
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     def __init__(self, prog: str) -> None:
         import shutil
 
@@ -357,7 +357,7 @@ def _problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``amp-attention`` (exposed for documentation and tests)."""
-    parser = _Parser(prog=PROG, description=TOP_DESCRIPTION, formatter_class=_Formatter)
+    parser = _Parser(prog=PROG, description=TOP_DESCRIPTION, formatter_class=HelpFormatter)
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -367,7 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     no_alpha = _problem_parent(omit=("alpha",))
     no_alpha_lam = _problem_parent(omit=("alpha", "lam"))
 
-    se = sub.add_parser("se", parents=[problem], formatter_class=_Formatter,
+    se = sub.add_parser("se", parents=[problem], formatter_class=HelpFormatter,
                         help="state-evolution fixed point of one problem",
                         description=SE_DESCRIPTION)
     g = se.add_argument_group("solver")
@@ -436,7 +436,7 @@ def _add_mc_group(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_erm_parser(sub, problem: argparse.ArgumentParser) -> None:
-    erm = sub.add_parser("erm", parents=[problem], formatter_class=_Formatter,
+    erm = sub.add_parser("erm", parents=[problem], formatter_class=HelpFormatter,
                          help="direct ERM at finite d over seeds (mean +- stderr)",
                          description=ERM_DESCRIPTION)
     g = erm.add_argument_group("finite-d run")
@@ -465,7 +465,7 @@ def _add_erm_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 
 def _add_amp_parser(sub, problem: argparse.ArgumentParser) -> None:
-    amp = sub.add_parser("amp", parents=[problem], formatter_class=_Formatter,
+    amp = sub.add_parser("amp", parents=[problem], formatter_class=HelpFormatter,
                          help="GAMP on a synthetic data set beside the SE",
                          description=AMP_DESCRIPTION)
     g = amp.add_argument_group("GAMP run")
@@ -510,7 +510,7 @@ error vs 1/d).
 
 
 def _add_validate_parser(sub, problem: argparse.ArgumentParser) -> None:
-    v = sub.add_parser("validate", parents=[problem], formatter_class=_Formatter,
+    v = sub.add_parser("validate", parents=[problem], formatter_class=HelpFormatter,
                        help="SE vs Adam-trained layers over alpha, d, seeds (resumable)",
                        description=VALIDATE_DESCRIPTION)
     g = v.add_argument_group("sweep")
@@ -555,7 +555,7 @@ OUT/spectrum.png (histograms at the largest d; distance vs d).
 
 
 def _add_spectrum_parser(sub, problem: argparse.ArgumentParser) -> None:
-    sp = sub.add_parser("spectrum", parents=[problem], formatter_class=_Formatter,
+    sp = sub.add_parser("spectrum", parents=[problem], formatter_class=HelpFormatter,
                         help="predicted spectra of Shat and W; --simulate overlays Adam-trained ones",
                         description=SPECTRUM_DESCRIPTION)
     g = sp.add_argument_group("simulation")
@@ -597,7 +597,7 @@ or --noise-grid the thresholds are tabulated along that grid (CSV and PNG in
 
 
 def _add_thresholds_parser(sub, problem: argparse.ArgumentParser) -> None:
-    t = sub.add_parser("thresholds", parents=[problem], formatter_class=_Formatter,
+    t = sub.add_parser("thresholds", parents=[problem], formatter_class=HelpFormatter,
                        help="interpolation and perfect-recovery thresholds (lam -> 0+)",
                        description=THRESHOLDS_DESCRIPTION)
     g = t.add_argument_group("curves")
@@ -631,7 +631,7 @@ available).
 
 
 def _add_phase_diagram_parser(sub, problem: argparse.ArgumentParser) -> None:
-    pd = sub.add_parser("phase-diagram", parents=[problem], formatter_class=_Formatter,
+    pd = sub.add_parser("phase-diagram", parents=[problem], formatter_class=HelpFormatter,
                         help="SE over an alpha x lam grid (continuation, hysteresis, resumable)",
                         description=PHASE_DESCRIPTION)
     g = pd.add_argument_group("grid")
@@ -683,7 +683,7 @@ decomposition, the k* staircase).
 
 
 def _add_scaling_parser(sub, problem: argparse.ArgumentParser) -> None:
-    sc = sub.add_parser("scaling", parents=[problem], formatter_class=_Formatter,
+    sc = sub.add_parser("scaling", parents=[problem], formatter_class=HelpFormatter,
                         help="power-law target: e_test over decades of n, k* staircase, "
                              "decomposition, fitted vs predicted exponent",
                         description=SCALING_DESCRIPTION)
@@ -710,7 +710,7 @@ def _add_scaling_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 
 def _add_quickstart_parser(sub) -> None:
-    qs = sub.add_parser("quickstart", formatter_class=_Formatter,
+    qs = sub.add_parser("quickstart", formatter_class=HelpFormatter,
                         help="SE curve over alpha with ERM overlay -> CSV/JSON/PNG",
                         description=QUICKSTART_DESCRIPTION)
     qs.add_argument("--out", default="amp-attention-quickstart", metavar="DIR",

@@ -91,19 +91,19 @@ def _flag_error(exc: Exception) -> ValueError:
 
 def add_heads_parser(sub: Any) -> None:
     """Register ``heads`` and its modes on the top-level subparsers action ``sub``."""
-    from ..cli import _Formatter
+    from ..cli import HelpFormatter
 
     # The top-level usage line lists the subcommands explicitly; add ours to it.
     if isinstance(getattr(sub, "metavar", None), str) and "heads" not in sub.metavar:
         sub.metavar = sub.metavar.rstrip("}") + ",heads}"
-    heads = sub.add_parser("heads", formatter_class=_Formatter,
+    heads = sub.add_parser("heads", formatter_class=HelpFormatter,
                            help="multi-head attention as an ensemble of NW estimators: HDI, "
                                 "MSE decomposition, allocation, weighting",
                            description=HEADS_DESCRIPTION)
     modes = heads.add_subparsers(dest="heads_mode", metavar="{hdi,rotation,allocation,weighting}",
                                  required=True)
 
-    hdi = modes.add_parser("hdi", formatter_class=_Formatter,
+    hdi = modes.add_parser("hdi", formatter_class=HelpFormatter,
                            help="HDI and principal angles of key matrices from a .npy file",
                            description=HDI_DESCRIPTION)
     hdi.add_argument("file", metavar="FILE",
@@ -121,7 +121,7 @@ def add_heads_parser(sub: Any) -> None:
                           "and .png (overlap heat map)")
     hdi.set_defaults(func=cmd_hdi)
 
-    rot = modes.add_parser("rotation", parents=[_simulation_parent("rotation")], formatter_class=_Formatter,
+    rot = modes.add_parser("rotation", parents=[_simulation_parent("rotation")], formatter_class=HelpFormatter,
                            help="ensemble MSE and decomposition vs HDI (identical -> orthogonal)",
                            description=ROTATION_DESCRIPTION)
     g = rot.add_argument_group("rotation sweep")
@@ -134,7 +134,7 @@ def add_heads_parser(sub: Any) -> None:
                         "expectation 0); default: all heads share the training data")
     rot.set_defaults(func=cmd_rotation)
 
-    alloc = modes.add_parser("allocation", parents=[_simulation_parent("allocation")], formatter_class=_Formatter,
+    alloc = modes.add_parser("allocation", parents=[_simulation_parent("allocation")], formatter_class=HelpFormatter,
                              help="MSE vs H at fixed D = H d_k; empirical argmin vs the law",
                              description=ALLOCATION_DESCRIPTION)
     g = alloc.add_argument_group("allocation sweep")
@@ -143,7 +143,7 @@ def add_heads_parser(sub: Any) -> None:
                    help="training-set sizes n to sweep, each >= 2 (default: 250 1000)")
     alloc.set_defaults(func=cmd_allocation)
 
-    wt = modes.add_parser("weighting", parents=[_simulation_parent("weighting")], formatter_class=_Formatter,
+    wt = modes.add_parser("weighting", parents=[_simulation_parent("weighting")], formatter_class=HelpFormatter,
                           help="uniform / geometric / Fibonacci weights over ranked heads",
                           description=WEIGHTING_DESCRIPTION)
     g = wt.add_argument_group("weighting comparison")
