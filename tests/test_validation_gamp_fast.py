@@ -17,13 +17,16 @@ from amp_attention.solvers.state_evolution import MonteCarloOptions, se_iterates
 from validation_gamp import CASES, T, gamp_trajectory, load_record
 
 D, SEEDS = 64, 3
+# Seeds disjoint from the record's (0..k-1 at every d): the allowance comes from the slow
+# runs, so re-running some of their own draws here would make the check partly circular.
+FAST_SEEDS = range(1000, 1003)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_gamp_iterates_at_d64_within_the_recorded_allowance(name):
     rec = load_record()[name]
     se = se_iterates(CASES[name], (0.0, 0.0, 1.0), T, mc=MonteCarloOptions(12, 4, 1, 8))
-    runs = np.array([gamp_trajectory(name, D, s) for s in range(SEEDS)])
+    runs = np.array([gamp_trajectory(name, D, s) for s in FAST_SEEDS])
     mean = runs.mean(axis=0)
     at = rec["by_d"][str(D)]
     for j, key in enumerate(("m", "q")):

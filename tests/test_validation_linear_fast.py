@@ -24,6 +24,9 @@ from validation_linear import POINTS, QUANTITIES, finite_d_problem, load_record,
 FAST_POINTS = ["L1_k1_k0.5_lam0.1_D0.5_a0.5", "L2_k1.5_k0.2_lam0.3_D0_a0.6",
                "frob_L2_k1_lam0.3_D0_a0.3"]
 D, SEEDS = 64, 3
+# Seeds disjoint from the record's (0..k-1 at every d): the allowance comes from the slow
+# runs, so re-running some of their own draws here would make the check partly circular.
+FAST_SEEDS = range(1000, 1003)
 
 
 @pytest.mark.parametrize("name", FAST_POINTS)
@@ -31,7 +34,7 @@ def test_erm_at_d64_within_the_measured_finite_size_allowance(name):
     record = load_record()[name]
     problem = problem_of(POINTS[name])
     se = solve_state_evolution(finite_d_problem(problem, D))
-    runs = [direct_erm(problem, D, s, target_spectrum="quantile", keep_matrix=False) for s in range(SEEDS)]
+    runs = [direct_erm(problem, D, s, target_spectrum="quantile", keep_matrix=False) for s in FAST_SEEDS]
     assert all(r.converged for r in runs)
     for q in QUANTITIES:
         fit = record["fits"][q]
