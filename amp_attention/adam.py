@@ -164,8 +164,8 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
     order = rng.permutation(n)
     pos = 0
     patience = opts.patience if B == n else max(2, opts.patience * B // n)
-    (status, message), converged, it = (Status.MAX_ITER, "not converged in "
-                                        f"{opts.max_iter} iterations"), False, 0
+    converged, it = False, 0
+    status, message = Status.MAX_ITER, f"not converged in {opts.max_iter} iterations"
     for it in range(1, opts.max_iter + 1):
         epoch_end = False
         if B < n:
@@ -257,7 +257,6 @@ class LayerResult(Result):
     eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     singular_values_W: np.ndarray | None = field(repr=False, default=None)
     history: tuple = field(repr=False, default=())
-
 
 
 def train_layer(

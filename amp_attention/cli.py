@@ -1475,12 +1475,14 @@ def cmd_scaling(args: argparse.Namespace) -> int:
     atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
     cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
             "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis"]
-    decs = [r.get("decomposition") or {} for r in rows]
-    atomic_write_csv(out / "scaling.csv", cols, (
-        [r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"], r["train_error"],
-         r["matrix_mse"], r.get("k_star"), *(dec.get(t) for t in ("over", "under", "approx",
-                                                                  "mismatch")),
-         r.get("residual_kurtosis")] for r, dec in zip(rows, decs)))
+    table = []
+    for r in rows:
+        dec = r.get("decomposition") or {}
+        table.append([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"],
+                      r["train_error"], r["matrix_mse"], r.get("k_star"),
+                      *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
+                      r.get("residual_kurtosis")])
+    atomic_write_csv(out / "scaling.csv", cols, table)
     plotting.plot_scaling(rows, fits, out / "scaling.png",
                           title=f"{problem.task.channel} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"

@@ -285,9 +285,8 @@ def gamp(
     history: list[GAMPIterate] = []
     bar = progress_bar(total=opts.max_iter, desc="GAMP") if progress else None
     u = A.forward(S)
-    (status, message), converged, change, Vh, px = ((Status.MAX_ITER, "not converged in "
-                                                     f"{opts.max_iter} iterations"),
-                                                    False, math.inf, math.nan, None)
+    converged, change, Vh, px = False, math.inf, math.nan, None
+    status, message = Status.MAX_ITER, f"not converged in {opts.max_iter} iterations"
     eta, flips, step_prev, norm_prev = float(opts.damping), 0, None, 0.0
     for t in range(opts.max_iter):
         Vr = V * r

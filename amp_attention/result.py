@@ -34,7 +34,7 @@ class Status(str, Enum):
     DIVERGED = "diverged"
     #: an iterate left the domain on which the map is defined (e.g. q_hat <= 0)
     INVALID = "invalid"
-    #: a learning-rate schedule was exhausted without meeting the stopping rule
+    #: the loss stopped decreasing at every step size (Adam's plateau criterion: a success)
     PLATEAU = "plateau"
     #: the numerics cannot resolve the quantity asked for at this precision
     UNRESOLVED = "unresolved"
@@ -45,14 +45,12 @@ class Status(str, Enum):
         return self.value
 
 
-def split_status(text: str) -> tuple[Status, str]:
-    """Status and message of a legacy "<status>: <message>" string (or a bare status)."""
-    head, _, rest = text.partition(":")
-    head = head.strip()
-    try:
-        return Status(head), rest.strip()
-    except ValueError:
-        return Status.FAILED, text.strip()
+def outcome(success: bool, failure: Status, message: str = "") -> dict[str, Any]:
+    """The ``success`` / ``status`` / ``message`` keywords of a result: converged with
+    no message, or ``failure`` with ``message``."""
+    if success:
+        return {"success": True, "status": Status.CONVERGED, "message": ""}
+    return {"success": False, "status": failure, "message": message}
 
 
 @dataclass(frozen=True, kw_only=True)

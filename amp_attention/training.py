@@ -38,7 +38,7 @@ import numpy as np
 from .checks import check_dimension, check_seed
 from .data import Dataset, generate_dataset
 from .operators import measure, measure_adjoint, top_eigenvalue_sym
-from .result import Result, Status
+from .result import Result, Status, outcome
 from .spec import Problem
 from .spectral_maps import psd_soft_threshold
 
@@ -84,10 +84,8 @@ class ERMResult(Result):
 def stopping_status(converged: bool, residual: float, tol: float,
                     iterations: int) -> dict[str, Any]:
     """success / status / message of an iterative minimiser with a residual stopping rule."""
-    if converged:
-        return {"success": True, "status": Status.CONVERGED, "message": ""}
-    return {"success": False, "status": Status.MAX_ITER,
-            "message": f"residual {residual:.3e} > tol {tol:.1e} after {iterations} iterations"}
+    return outcome(converged, Status.MAX_ITER,
+                   f"residual {residual:.3e} > tol {tol:.1e} after {iterations} iterations")
 
 
 def rank_cap(problem: Problem, d: int) -> int | None:

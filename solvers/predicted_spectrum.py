@@ -81,8 +81,9 @@ class PredictedSpectrum:
         # kappa < 1 learner has p = kappa d of them)
         ratio = min(1.0, self.kappa)
         sig = np.sqrt(np.maximum(f, 0.0))
-        return f, dens, atom, sig, 2.0 * sig * dens / ratio, max(0.0, (ratio - self.rank_fraction)
-                                                                  / ratio)
+        dens_w = 2.0 * sig * dens / ratio
+        atom_w = max(0.0, (ratio - self.rank_fraction) / ratio)
+        return f, dens, atom, sig, dens_w, atom_w
 
     @property
     def eigenvalues(self) -> np.ndarray:

@@ -26,10 +26,9 @@ from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
 from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoiser,
                                        FiniteSizeOptions, residual_kurtosis)
+from amp_attention.result import Result, Status
 from amp_attention.spec import Problem
 from amp_attention.targets import DiscreteMeasure, target_measure
-
-from amp_attention.result import Result, Status
 
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)

@@ -46,7 +46,7 @@ from scipy.optimize import brentq, minimize_scalar
 
 from amp_attention.channels.linear import LinearChannel
 from amp_attention.denoisers import NuclearNormPSD
-from amp_attention.result import Result, Status
+from amp_attention.result import Result, Status, outcome
 from amp_attention.spec import Problem, Task
 from amp_attention.targets import target_measure
 
@@ -239,11 +239,11 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
                   f"a target of rank fraction {rank_fraction:.6g} (all its non-zero "
                   f"eigenvalues >= {s_min:.3g} > 0, no rank cap; {geo.description})")
         return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
-                               **_minimiser_status(res))
+                               **outcome(res.success, Status.FAILED, str(res.message)))
     tau, phi, res = _minimise_over_tau(lambda t: recovery_mse_ratio(problem, t, sigma), xatol=1e-7)
     method = (f"lam -> 0+ limit, Delta = 0: min over tau of Phi(tau) = lim E/sigma^2 "
               f"(Richardson from sigma = {sigma:g}, {2 * sigma:g}; {geo.description})")
-    status = _minimiser_status(res)
+    status = outcome(res.success, Status.FAILED, str(res.message))
     if s_min is not None and s_min < RESOLVED_SIGMAS * 2.0 * sigma:
         # eigenvalues within a few sigma of 0 act as zeros at this sigma: the value is
         # the threshold of another (lower-rank) target, not the sigma -> 0 limit
@@ -255,9 +255,3 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     return ThresholdResult("perfect_recovery", phi / (2.0 * r), 0.0, tau, r, 0.0, method,
                            **status)
 
-
-def _minimiser_status(res) -> dict:
-    """success / status / message of a scipy scalar minimisation."""
-    if res.success:
-        return {"success": True, "status": Status.CONVERGED, "message": ""}
-    return {"success": False, "status": Status.FAILED, "message": str(res.message)}

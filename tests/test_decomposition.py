@@ -14,7 +14,7 @@ from amp_attention.solvers.decomposition import (
     outlier_structure,
     predicted_decomposition,
 )
-from amp_attention.solvers.spectra import PredictedSpectrum
+from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
 from amp_attention.solvers.state_evolution import solve_state_evolution
 
 

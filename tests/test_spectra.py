@@ -9,8 +9,9 @@ from scipy import stats
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.solvers.spectra import (PredictedSpectrum, SpectrumPlan, kolmogorov_distance,
-                             run_spectrum_check, spectrum_run_file)
+from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
+from amp_attention.solvers.spectra import (SpectrumPlan, kolmogorov_distance, run_spectrum_check,
+                                           spectrum_run_file)
 from amp_attention.solvers.state_evolution import solve_state_evolution
 
 

@@ -84,8 +84,6 @@ def _flag_error(exc: Exception) -> ValueError:
     return ValueError(f"argument {flag}: {msg}" if flag else msg)
 
 
-
-
 # --------------------------------------------------------------------------- parser
 
 
