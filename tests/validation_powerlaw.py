@@ -96,19 +96,7 @@ def rank1_problem(family: str, d: int) -> Problem:
 
 def run_rank1(family: str, d: int, seed: int) -> dict:
     """L-BFGS over W (p = d/400 columns), 1 + 3 starts, the lowest objective kept."""
-    from amp_attention.channels import channel_for
-    from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
-
-    p = rank1_problem(family, d)
-    ch = channel_for(p.task)
-    data = generate_channel_dataset(p, d, seed, ch, "quantile")
-    t0 = time.time()
-    r = direct_erm_channel(p, d, seed, channel=ch, restarts=3, tol=1e-7, max_iter=20000,
-                           data=data, n_test=2)
-    return {"solver": "lbfgs-W", "converged": bool(r.converged), "iterations": r.iterations,
-            "residual": r.residual, "seconds": time.time() - t0, "n": r.n,
-            "restart_losses": list(map(float, r.restart_losses)),
-            "train_error": r.train_error, "loss": r.loss, **_stats(r.S, data.S0)}
+    return lbfgs_on_W(rank1_problem(family, d), d, seed, restarts=3)
 
 
 def se_problem(family: str, d: int, kappa: float = 1.0, alpha: float = ALPHA) -> Problem:
@@ -174,19 +162,23 @@ def run_fista(family: str, d: int, seed: int, kappa: float = 1.0, alpha: float =
 
 
 def run_lbfgs(family: str, d: int, seed: int, kappa: float, alpha: float = ALPHA) -> dict:
+    return lbfgs_on_W(problem(family, d, kappa, alpha), d, seed, restarts=2)
+
+
+def lbfgs_on_W(p: Problem, d: int, seed: int, restarts: int) -> dict:
+    """Direct ERM over W (L-BFGS, 1 + ``restarts`` starts) on the run's own data set."""
     from amp_attention.channels import channel_for
     from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
 
-    p = problem(family, d, kappa, alpha)
     ch = channel_for(p.task)
     data = generate_channel_dataset(p, d, seed, ch, "quantile")  # the run's own data and S0
     t0 = time.time()
-    r = direct_erm_channel(p, d, seed, channel=ch, restarts=2, tol=1e-7, max_iter=20000,
+    r = direct_erm_channel(p, d, seed, channel=ch, restarts=restarts, tol=1e-7, max_iter=20000,
                            data=data, n_test=2)
-    S0 = data.S0
     return {"solver": "lbfgs-W", "converged": bool(r.converged), "iterations": r.iterations,
             "residual": r.residual, "seconds": time.time() - t0, "n": r.n,
-            "train_error": r.train_error, "loss": r.loss, **_stats(r.S, S0)}
+            "restart_losses": list(map(float, r.restart_losses)),
+            "train_error": r.train_error, "loss": r.loss, **_stats(r.S, data.S0)}
 
 
 def run_gaussian_sensing(family: str, d: int, seed: int, alpha: float = ALPHA) -> dict:
