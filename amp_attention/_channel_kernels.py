@@ -178,27 +178,42 @@ def _row_softmax_work(u, beta, ka, kb, tau, work):
 
 
 @njit(cache=True)
-def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
-    beta = par[0]
-    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
+def _softmax_loss_s(A, y, L, G):
+    """l = 1/2 sum_ab (A_ab - y_ab)^2 and s_ac = A_ac (r_ac - rbar_a) in G, with r = A - y
+    and rbar_a = sum_b r_ab A_ab: dl/dh_ac = beta s_ac (all L^2 entries of h
+    independent).  The one place the softmax loss gradient is written."""
     loss = 0.0
     for a in range(L):
         for b in range(L):
             r = A[a, b] - y[a * L + b]
             loss += r * r
-    loss *= 0.5
-    if mode == 0:
-        return loss
-    b2 = beta * beta
     for a in range(L):
         rbar = 0.0
-        S2 = 0.0
         for b in range(L):
             rbar += (A[a, b] - y[a * L + b]) * A[a, b]
-            S2 += A[a, b] * A[a, b]
         for c in range(L):
-            G[a, c] = A[a, c] * ((A[a, c] - y[a * L + c]) - rbar)  # s_ac for now
-        if mode >= 2:
+            G[a, c] = A[a, c] * ((A[a, c] - y[a * L + c]) - rbar)
+    return 0.5 * loss
+
+
+@njit(cache=True)
+def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    beta = par[0]
+    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
+    if mode == 0:
+        loss = 0.0
+        for a in range(L):
+            for b in range(L):
+                r = A[a, b] - y[a * L + b]
+                loss += r * r
+        return 0.5 * loss
+    loss = _softmax_loss_s(A, y, L, G)
+    b2 = beta * beta
+    if mode >= 2:
+        for a in range(L):
+            S2 = 0.0
+            for b in range(L):
+                S2 += A[a, b] * A[a, b]
             for c in range(L):
                 Ac = A[a, c]
                 sc = G[a, c]
@@ -208,6 +223,7 @@ def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
                     if c == d:
                         v += Ac * Ac + sc
                     Hb[a, c, d] = b2 * v
+    for a in range(L):
         for c in range(L):
             G[a, c] *= beta
     _grad_to_u(G, ka, kb, tau, grad)
@@ -217,20 +233,33 @@ def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
 
 
 @njit(cache=True)
-def _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess):
-    beta = par[0]
-    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
+def _seq2lab_residual(A, y, L):
+    """r = g - y with g = (1/L) sum_a A_aa."""
     gval = 0.0
     for a in range(L):
         gval += A[a, a]
     gval /= L
-    r = gval - y[0]
-    loss = 0.5 * r * r
-    if mode == 0:
-        return loss
+    return gval - y[0]
+
+
+@njit(cache=True)
+def _seq2lab_dg(A, beta, L, G):
+    """dg/dh_ac = (beta/L) A_aa (delta_ac - A_ac) in G (all L^2 entries independent); the
+    one place the seq2lab output derivative is written (dl/dh = r dg/dh)."""
     for a in range(L):
         for c in range(L):
             G[a, c] = (beta / L) * A[a, a] * ((1.0 if a == c else 0.0) - A[a, c])
+
+
+@njit(cache=True)
+def _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess):
+    beta = par[0]
+    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
+    r = _seq2lab_residual(A, y, L)
+    loss = 0.5 * r * r
+    if mode == 0:
+        return loss
+    _seq2lab_dg(A, beta, L, G)
     _grad_to_u(G, ka, kb, tau, grad)  # grad_u g, scaled by r below
     if mode >= 2:
         w = r * beta * beta / L
@@ -778,6 +807,33 @@ def hessian_batch(Y, U, par, ka, kb, tau, wsize):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             _evalf(U[i], Y[i], par, ka, kb, tau, 2, work, grad, H[i])
     return H
+
+
+@njit(cache=True, parallel=True)
+def loss_grad_h_batch(Y, H, par):
+    """(l (n,), G (n, L, L)) with G_ab = dl/dh_ab, all L^2 entries of each h independent,
+    for the built-in channels (par = (beta, kind)): the evaluators' own loss and
+    gradient helpers, applied to h directly (what ERM needs before the adjoint)."""
+    n, L = H.shape[0], H.shape[1]
+    beta = par[0]
+    loss = np.empty(n)
+    G = np.empty((n, L, L))
+    for i in prange(n):
+        A = np.empty((L, L))
+        _softmax_rows(beta, H[i], A)
+        if par[1] == SEQ2LAB:
+            r = _seq2lab_residual(A, Y[i], L)
+            loss[i] = 0.5 * r * r
+            _seq2lab_dg(A, beta, L, G[i])
+            for a in range(L):
+                for c in range(L):
+                    G[i, a, c] *= r
+        else:
+            loss[i] = _softmax_loss_s(A, Y[i], L, G[i])
+            for a in range(L):
+                for c in range(L):
+                    G[i, a, c] *= beta
+    return loss, G
 
 
 _TEMPLATES = ("_newton", "_prox_one", "_start_weak", "_prox_chunk", "_newton_chunk",

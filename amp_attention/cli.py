@@ -217,8 +217,11 @@ def _error(message: str) -> int:
     return EXIT_USAGE
 
 
-def _not_available(channel: str, exc: Exception) -> int:
-    return _error(f"channel {channel!r}: {exc}")
+def _closed_form(channel: str) -> bool:
+    """The registered channel has closed-form SE integrals (no Monte-Carlo flags)."""
+    from .channels import channel_class, optional_member
+
+    return optional_member(channel_class(channel), "se") is not None
 
 
 # --------------------------------------------------------------------------- parser
@@ -302,12 +305,13 @@ def _problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
     """
     p = _Parser(add_help=False)
     g = OmittingArgumentGroup(p, "problem (task, target, learner, sample ratio)", omit)
-    g.add_argument("--channel", choices=("linear", "softmax", "seq2lab"), default="linear",
-                   help="output function g of h: linear y_ab = h_ab(S0), a <= b (K = L(L+1)/2 "
-                        "outputs); softmax: seq2seq y = softmax_rows(beta h(S0)) (L^2 outputs); "
-                        "seq2lab: y = (1/L) Tr softmax_rows(beta h(S0)) (1 output). "
-                        "softmax and seq2lab use Monte-Carlo channel integrals, see --mc-* "
-                        "(default: linear)")
+    from .channels.registry import channel_names, channel_summary
+
+    g.add_argument("--channel", choices=channel_names(), default="linear",
+                   help="output function g of h: "
+                        + "; ".join(f"{c}: {channel_summary(c)}" for c in channel_names())
+                        + ". Channels without closed-form integrals (all but linear) use "
+                          "Monte-Carlo channel integrals, see --mc-* (default: linear)")
     g.add_argument("--L", type=int, default=1, metavar="L",
                    help="tokens per sample; L = 1 with the linear channel is the quadratic "
                         "network (default: 1)")
@@ -725,13 +729,15 @@ def _add_quickstart_parser(sub) -> None:
 
 def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
     """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
+    from .channels import channel_class, optional_member
     from .spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
 
-    if args.channel == "linear":
-        _refuse_given(args, ("beta",), "applies only to --channel softmax or seq2lab (the linear "
-                                       "channel has no temperature)")
-        _refuse_given(args, MC_DESTS, "applies only to --channel softmax or seq2lab (the linear "
-                                      "channel's integrals are in closed form)")
+    if "beta" not in optional_member(channel_class(args.channel), "parameters"):
+        _refuse_given(args, ("beta",), f"applies only to a channel with a temperature (the "
+                                       f"{args.channel} channel has none)")
+    if _closed_form(args.channel):
+        _refuse_given(args, MC_DESTS, f"applies only to channels integrated by Monte Carlo (the "
+                                      f"{args.channel} channel's integrals are in closed form)")
     if args.learner == "elementwise":
         _refuse_given(args, ("kappa",), "applies only to --learner factorised (the elementwise "
                                         "learner has no width)")
@@ -854,7 +860,7 @@ def _prepare_path(path: Path) -> Path:
 def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
     params = {**problem.to_dict(), "method": args.method, "tol": args.tol,
               "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
-    if problem.task.channel != "linear":
+    if not _closed_form(problem.task.channel):
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
                       mc_coarse_log2n=args.mc_coarse_log2n)
     return params
@@ -898,13 +904,10 @@ def cmd_se(args: argparse.Namespace) -> int:
     else:
         _refuse_given(args, ("finite_d_draws", "finite_d_seed"), "applies only with --finite-d")
     mc = _mc_options(args)
-    try:
-        result = solve_state_evolution(problem, method=args.method, tol=args.tol,
-                                       max_iter=args.max_iter, damping=args.damping,
-                                       start=args.start, spectrum=spectrum_path is not None,
-                                       mc=mc, finite_d=finite_d)
-    except NotImplementedError as exc:
-        return _not_available(problem.task.channel, exc)
+    result = solve_state_evolution(problem, method=args.method, tol=args.tol,
+                                   max_iter=args.max_iter, damping=args.damping,
+                                   start=args.start, spectrum=spectrum_path is not None,
+                                   mc=mc, finite_d=finite_d)
 
     params = _se_params(problem, args)
     if spectrum_path is not None:
@@ -1009,6 +1012,7 @@ def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_i
 
 def cmd_erm(args: argparse.Namespace) -> int:
     """``amp-attention erm``: direct ERM over seeds; mean and standard error of each field."""
+    from .channels import channel_class, optional_member
     from .checks import check_dimension, check_seed
 
     problem = problem_from_args(args)
@@ -1016,9 +1020,10 @@ def cmd_erm(args: argparse.Namespace) -> int:
         d = check_dimension(args.d)
     except ValueError as exc:
         raise _flag_error(exc, {"d": "--d"}) from None
-    if problem.task.channel == "linear":
-        _refuse_given(args, ("restarts",), "applies only to the non-linear channels (the linear "
-                                           "channel's ERM is convex and starts once)")
+    if optional_member(channel_class(problem.task.channel), "convex"):
+        _refuse_given(args, ("restarts",), f"applies only to non-convex channels (the "
+                                           f"{problem.task.channel} channel's ERM is convex and "
+                                           "starts once)")
     if args.seeds is not None:
         _refuse_given(args, ("seed0",), "applies only with --n-seeds (--seeds lists the seeds)")
         seeds = list(args.seeds)
@@ -1033,7 +1038,8 @@ def cmd_erm(args: argparse.Namespace) -> int:
             check_seed(s)
         except ValueError as exc:
             raise CLIError(f"argument {flag}: {_one_line(str(exc))}") from None
-    linear = problem.task.channel == "linear"
+    # the least-squares path (direct_erm) for outputs = h, else the restarted solver
+    linear = bool(optional_member(channel_class(problem.task.channel), "outputs_are_h"))
     if args.tol is None:
         args.tol = 1e-9 if linear else 1e-7
     _check_positive_finite("--tol", args.tol)
@@ -1041,11 +1047,8 @@ def cmd_erm(args: argparse.Namespace) -> int:
     _check_min_int("--restarts", args.restarts, 0)
     solver_kw = {} if linear else {"restarts": args.restarts}
 
-    try:
-        stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter,
-                        target_spectrum=args.target_spectrum, **solver_kw)
-    except NotImplementedError as exc:
-        return _not_available(problem.task.channel, exc)
+    stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter,
+                    target_spectrum=args.target_spectrum, **solver_kw)
 
     params = {**problem.to_dict(), "d": d, "n": stats["n"], "seeds": seeds, "tol": args.tol,
               "max_iter": args.max_iter, "target_spectrum": args.target_spectrum, **solver_kw}
@@ -1077,13 +1080,10 @@ def cmd_amp(args: argparse.Namespace) -> int:
 
     from amp_attention.solvers.state_evolution import se_iterates, solve_state_evolution
 
-    from .channels import channel_for
     from .checks import check_dimension, check_seed
-    from .data import sample_tokens
-    from .denoisers import denoiser_for
-    from .erm_nonlinear import TEST_SEED_TAG, generate_channel_dataset, kkt_residual
+    from .erm_nonlinear import kkt_residual
+    from .gamp import GAMPOptions, gamp_on_problem
     from .training import rank_cap
-    from .gamp import GAMPOptions, gamp
 
     problem = problem_from_args(args)
     try:
@@ -1102,12 +1102,9 @@ def cmd_amp(args: argparse.Namespace) -> int:
         raise _flag_error(exc, {"max_iter": "--iterations", "tol": "--tol",
                                 "damping": "--damping", "V0": "--V0"}) from None
     mc = _mc_options(args)
-    ch = channel_for(problem.task)
-    den = denoiser_for(problem.learner)
-    data = generate_channel_dataset(problem, d, seed, ch, args.target_spectrum)
-    X_test = sample_tokens(args.n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
-    res = gamp(data.X, data.y, ch, den, options=opts, S0=data.S0, test=(X_test, data.S0),
-               progress=not args.json)
+    run = gamp_on_problem(problem, d, seed, options=opts, target_spectrum=args.target_spectrum,
+                          n_test=args.n_test, progress=not args.json)
+    res, data, ch = run.result, run.data, problem.task.channel_object
     if not res.history:  # diverged before its first iterate: nothing to compare
         print(f"{PROG}: GAMP {res.summary} ({_GAMP_DIVERGED_HINT}); no iterate was "
               "completed, nothing to compare with the SE", file=sys.stderr)
@@ -1118,7 +1115,7 @@ def cmd_amp(args: argparse.Namespace) -> int:
     params = {**problem.to_dict(), "d": d, "n": data.n, "seed": seed,
               "target_spectrum": args.target_spectrum, "iterations": args.iterations,
               "tol": args.tol, "damping": args.damping, "V0": args.V0, "n_test": args.n_test}
-    if problem.task.channel != "linear":
+    if not _closed_form(problem.task.channel):
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed)
     final = {}
     if res.S is not None:
@@ -1217,10 +1214,7 @@ def cmd_spectrum(args: argparse.Namespace) -> int:
                                 "bins": "--bins"}) from None
     out = _prepare_path(Path(args.out) / "spectrum.csv").parent
     params = {**problem.to_dict()}
-    try:
-        se = solve_state_evolution(problem, spectrum=True, mc=plan.mc)
-    except NotImplementedError as exc:
-        return _not_available(problem.task.channel, exc)
+    se = solve_state_evolution(problem, spectrum=True, mc=plan.mc)
     if not se.converged:
         print(f"{PROG}: state evolution did not converge ({_se_failure(se)}); no spectrum "
               "written", file=sys.stderr)
@@ -1379,7 +1373,7 @@ def cmd_phase_diagram(args: argparse.Namespace) -> int:
                                           "run the sweeps)")
     try:
         plan = PhaseDiagramPlan(problem, alphas, lams, args.tol, args.max_iter,
-                                _mc_options(args) if problem.task.channel != "linear" else None)
+                                None if _closed_form(problem.task.channel) else _mc_options(args))
     except ValueError as exc:
         raise _flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
                                 "max_iter": "--max-iter"}) from None
@@ -1440,7 +1434,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
             raise CLIError(f"argument --e0: a number >= 0 or 'fit', got {args.e0!r}")
     try:
         plan = ScalingPlan(problem, alphas, args.lam_exponent,
-                           _mc_options(args) if problem.task.channel != "linear" else None,
+                           None if _closed_form(problem.task.channel) else _mc_options(args),
                            args.tol, args.max_iter)
     except ValueError as exc:
         raise _flag_error(exc, {"lam_exponent": "--lam-exponent", "alphas": "--alpha-range",
@@ -1484,7 +1478,7 @@ def cmd_scaling(args: argparse.Namespace) -> int:
                       r.get("residual_kurtosis")])
     atomic_write_csv(out / "scaling.csv", cols, table)
     plotting.plot_scaling(rows, fits, out / "scaling.png",
-                          title=f"{problem.task.channel} L={problem.task.L}, gamma={gamma:g}, "
+                          title=f"{problem.task.channel_name} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"
                                 f" (alpha/{lo:g})^-{args.lam_exponent:g}, Delta={problem.task.noise:g}")
     fe, fk = fits["e_test"], fits["k_star"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .channels.base import optional_member
 from .checks import check_dimension, check_seed
 from .operators import measure
 from .spec import CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget
@@ -171,10 +172,10 @@ def generate_dataset(problem: Problem, d: int, seed: int, target_spectrum: str =
     if not isinstance(problem, Problem):
         raise ValueError("problem must be a Problem")
     task = problem.task
-    if task.channel != "linear":
-        raise NotImplementedError(
-            f"channel {task.channel!r} is not yet available for finite-d data; see issue 3"
-        )
+    if not optional_member(task.channel_object, "outputs_are_h"):
+        raise ValueError(f"generate_dataset draws the labels of channels whose outputs are h "
+                         f"itself (linear); channel {task.channel_name!r}: use "
+                         "generate_channel_dataset")
     rng = np.random.default_rng(seed)
     n = n_samples(problem.alpha, d)
     S0 = sample_target_matrix(problem.target, d, rng, target_spectrum)

@@ -28,7 +28,7 @@ Solvers (see :func:`direct_erm_channel` for the choice and the stopping rule):
   with p = d (``method="lbfgs"``);
 * elementwise: L-BFGS over S with the (symmetric) Frobenius gradient.
 
-The channel is any object with the duck-typed interface of :class:`ChannelLike`
+The channel is any object with the duck-typed interface of :class:`Channel`
 (``name, L, K, M, noise, noise_at, outputs, sample_labels,
 batch_loss_and_grad_h``); nothing here depends on a particular channel.
 """
@@ -40,7 +40,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import numpy as np
 from scipy.optimize import minimize
@@ -48,15 +48,14 @@ from scipy.optimize import minimize
 from .checks import check_count, check_dimension, check_seed
 from .data import Dataset, n_samples, sample_target_matrix, sample_tokens
 from .operators import preactivations, preactivations_adjoint, top_eigenvalue_sym
-from .spec import CHANNELS, Problem
+from .channels.base import DATA_MEMBERS, Channel, check_channel, optional_member
+from .spec import Problem
 from .spectral_maps import psd_soft_threshold
 from .training import ERMResult, rank_cap, stopping_status
 
 __all__ = [
     "ChannelERMResult",
-    "ChannelLike",
     "channel_loss_and_grad",
-    "check_channel",
     "direct_erm_channel",
     "generate_channel_dataset",
     "kkt_residual",
@@ -71,42 +70,6 @@ TEST_SEED_TAG = 0x7E57
 N_TEST_MIN = 20000
 #: solver choices for the factorised learner with kappa >= 1
 METHODS = ("auto", "apg", "lbfgs")
-
-
-class ChannelLike(Protocol):
-    """The duck-typed channel interface this module codes against.
-
-    ``outputs(H)``: g(h) per sample, shape (n, M), for H of shape (n, L, L);
-    ``sample_labels(H_star, rng)``: noisy labels, shape (n, M);
-    ``batch_loss_and_grad_h(y, H)``: (l (n,), G (n, L, L)) with
-    l = 1/2 ||y - g(h)||^2 and G_ab = d l / d h_ab, all L^2 entries independent.
-    """
-
-    name: str
-    L: int
-    K: int
-    M: int
-    noise: float
-    noise_at: str
-
-    def outputs(self, H: np.ndarray) -> np.ndarray: ...
-
-    def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
-
-    def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
-
-
-_REQUIRED = ("name", "L", "M", "noise", "outputs", "sample_labels", "batch_loss_and_grad_h")
-
-
-def check_channel(channel: object, L: int | None = None) -> ChannelLike:
-    """Check that ``channel`` has the interface of :class:`ChannelLike` (and ``L`` tokens)."""
-    missing = [a for a in _REQUIRED if not hasattr(channel, a)]
-    if missing:
-        raise ValueError(f"channel must provide {', '.join(_REQUIRED)}; missing {', '.join(missing)}")
-    if L is not None and int(channel.L) != int(L):  # type: ignore[attr-defined]
-        raise ValueError(f"channel has L={channel.L} tokens but the problem has L={L}")  # type: ignore[attr-defined]
-    return channel  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,7 +108,7 @@ def generate_channel_dataset(
     problem: Problem,
     d: int,
     seed: int,
-    channel: ChannelLike,
+    channel: Channel,
     target_spectrum: str = "sampled",
 ) -> Dataset:
     """Draw S0, then X, then the labels y = channel.sample_labels(h(S0), rng).
@@ -159,7 +122,7 @@ def generate_channel_dataset(
     seed = check_seed(seed)
     if not isinstance(problem, Problem):
         raise ValueError("problem must be a Problem")
-    channel = check_channel(channel, problem.task.L)
+    channel = check_channel(channel, problem.task.L, DATA_MEMBERS)
     rng = np.random.default_rng(seed)
     n = n_samples(problem.alpha, d)
     S0 = sample_target_matrix(problem.target, d, rng, target_spectrum)
@@ -180,7 +143,7 @@ class _Evaluator:
     h(y_k) from cached h(x_k), h(x_{k-1}) without a forward product).
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray, channel: ChannelLike):
+    def __init__(self, X: np.ndarray, y: np.ndarray, channel: Channel):
         self.X, self.y, self.channel = X, y, channel
         self.n_forward = 0
         self.n_adjoint = 0
@@ -203,7 +166,7 @@ class _Evaluator:
 
 
 def channel_loss_and_grad(
-    X: np.ndarray, y: np.ndarray, S: np.ndarray, channel: ChannelLike
+    X: np.ndarray, y: np.ndarray, S: np.ndarray, channel: Channel
 ) -> tuple[float, np.ndarray]:
     """f(S) = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 and grad f(S) = A*(G) on Sym(d)."""
     return _Evaluator(X, y, channel).f_and_grad(S)
@@ -213,7 +176,7 @@ def objective_S(
     X: np.ndarray,
     y: np.ndarray,
     S: np.ndarray,
-    channel: ChannelLike,
+    channel: Channel,
     lam: float,
     parameterisation: str = "factorised",
 ) -> tuple[float, np.ndarray]:
@@ -232,7 +195,7 @@ def objective_S(
 
 
 def objective_W(
-    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: ChannelLike, lam: float
+    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float
 ) -> tuple[float, np.ndarray]:
     """R(W) = f(W^T W / sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2 and dR/dW = 2 W (dR/dS) / sqrt(p d)."""
     p, d = W.shape
@@ -295,7 +258,7 @@ def kkt_residual(
     X: np.ndarray,
     y: np.ndarray,
     S: np.ndarray,
-    channel: ChannelLike,
+    channel: Channel,
     lam: float,
     parameterisation: str = "factorised",
     rank: int | None = None,
@@ -309,7 +272,7 @@ def kkt_residual(
     ||grad f(S) + lam d S||_F / g0 for the element-wise one; zero exactly at
     stationary points.  ``seed`` drives the power iteration for t.
     """
-    ev = _Evaluator(X, y, check_channel(channel, X.shape[1]))
+    ev = _Evaluator(X, y, check_channel(channel, X.shape[1], DATA_MEMBERS))
     if parameterisation not in ("factorised", "elementwise"):
         raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
     crit = _criterion(ev, lam * X.shape[2], rank, parameterisation == "elementwise",
@@ -573,7 +536,7 @@ def _solve_apg(
 
 
 def population_error(
-    channel: ChannelLike, S0: np.ndarray, S: np.ndarray, n_test: int, L: int, seed: int,
+    channel: Channel, S0: np.ndarray, S: np.ndarray, n_test: int, L: int, seed: int,
     chunk: int = 4096,
 ) -> tuple[float, float, float]:
     """(clean error, its MC standard error, noisy error) on a fresh test set.
@@ -583,7 +546,7 @@ def population_error(
     A channel with an exact ``population_error(S0, S)`` (linear) is not sampled:
     its clean error is exact (standard error 0) and the noisy one adds K Delta.
     """
-    exact = getattr(channel, "population_error", None)
+    exact = optional_member(channel, "population_error")
     if exact is not None:
         clean = exact(S0, S)
         return clean, 0.0, clean + channel.K * channel.noise
@@ -610,7 +573,7 @@ def direct_erm_channel(
     d: int,
     seed: int,
     *,
-    channel: ChannelLike,
+    channel: Channel | None = None,
     restarts: int = 3,
     tol: float = 1e-7,
     max_iter: int = 5000,
@@ -671,8 +634,8 @@ def direct_erm_channel(
     if not isinstance(problem, Problem):
         raise ValueError("problem must be a Problem")
     task = problem.task
-    channel = check_channel(channel, task.L)
-    if channel.name in CHANNELS and channel.name != task.channel:
+    channel = task.channel_object if channel is None else check_channel(channel, task.L, DATA_MEMBERS)
+    if isinstance(task.channel, str) and channel.name != task.channel:
         raise ValueError(f"channel is {channel.name!r} but problem.task.channel is {task.channel!r}")
     if not math.isclose(float(channel.noise), task.noise, rel_tol=1e-12, abs_tol=0.0):
         raise ValueError(f"channel has noise={channel.noise} but problem.task.noise={task.noise}")

@@ -356,3 +356,34 @@ def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> G
     if test is not None:
         test_err = float(np.mean(channel.test_terms(u_test_star, test[0].forward(S))))
     return GAMPIterate(t, m, q, V, Vh, change, train, test_err, eta)
+
+
+@dataclass(frozen=True)
+class GAMPRun:
+    """GAMP on one data set drawn for a problem: the result and the data it ran on."""
+
+    result: GAMPResult
+    data: Any  # amp_attention.data.Dataset
+    n_test: int
+
+
+def gamp_on_problem(problem, d: int, seed: int, *, options: GAMPOptions | None = None,
+                    target_spectrum: str = "sampled", n_test: int = 2000,
+                    progress: bool = False) -> GAMPRun:
+    """Draw the data set of ``problem`` at dimension d (``generate_channel_dataset``,
+    seed ``seed``), run :func:`gamp` with the problem's channel and denoiser, and
+    track m_t and the clean test error on ``n_test`` fresh samples (tokens from
+    default_rng([seed, TEST_SEED_TAG]))."""
+    from .checks import check_count, check_dimension, check_seed
+    from .data import sample_tokens
+    from .denoisers import denoiser_for
+    from .erm_nonlinear import TEST_SEED_TAG, generate_channel_dataset
+
+    d, seed = check_dimension(d), check_seed(seed)
+    n_test = check_count("n_test", n_test, 1)
+    channel = problem.task.channel_object
+    data = generate_channel_dataset(problem, d, seed, channel, target_spectrum)
+    X_test = sample_tokens(n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
+    res = gamp(data.X, data.y, channel, denoiser_for(problem.learner), options=options,
+               S0=data.S0, test=(X_test, data.S0), progress=progress)
+    return GAMPRun(res, data, n_test)

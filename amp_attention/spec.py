@@ -25,10 +25,12 @@ from typing import Literal, Union
 
 import numpy as np
 
+from .channels.base import NOISE_LOCATIONS, Channel, check_channel
+from .channels.registry import channel_for, channel_names
 from .checks import check_choice, check_integer, check_nonnegative, check_positive
 
-CHANNELS = ("linear", "softmax", "seq2lab")
-NOISE_LOCATIONS = ("output", "logit")
+#: the registered channel names (:mod:`amp_attention.channels.registry`)
+CHANNELS = channel_names()
 PARAMETERISATIONS = ("factorised", "elementwise")
 
 
@@ -41,23 +43,28 @@ NOISE_MAX = 1e12
 class Task:
     """What is learned: channel, tokens, temperature and label noise (THEORY 1).
 
-    ``noise`` is the label-noise variance Delta; ``noise_at`` says whether it is
-    added to the outputs (``"output"``, default) or to the logits (``"logit"``).
+    ``channel``: a registered name (:data:`CHANNELS`) or a channel instance
+    meeting :class:`~amp_attention.channels.Channel` (e.g. a
+    :class:`~amp_attention.channels.CustomChannel`).  An instance carries its own
+    L, noise and noise_at (and beta if it has one): they are copied into the
+    task, and a value given here that is not the default and differs from the
+    instance's raises ValueError.  ``noise`` is the label-noise variance Delta;
+    ``noise_at`` says whether it is added to the outputs (``"output"``, default)
+    or to the logits (``"logit"``).
     """
 
-    channel: str = "linear"
+    channel: "str | Channel" = "linear"
     L: int = 1
     beta: float = 1.0
     noise: float = 0.0
     noise_at: str = "output"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "channel", check_choice("channel", self.channel, CHANNELS))
+        if not isinstance(self.channel, str):
+            self._adopt(check_channel(self.channel))
+        object.__setattr__(self, "channel", self.channel if not isinstance(self.channel, str)
+                           else check_choice("channel", self.channel, CHANNELS))
         object.__setattr__(self, "L", check_integer("L", self.L, 1))
-        if self.channel in ("softmax", "seq2lab") and self.L < 2:
-            # a row softmax over one token is the constant 1: the labels carry no signal
-            raise ValueError(f"L must be an integer >= 2 for the {self.channel} channel (a "
-                             f"softmax over one token is constant), got {self.L!r}")
         object.__setattr__(self, "beta", check_positive("beta", self.beta))
         noise = check_nonnegative("noise", self.noise)
         if noise > NOISE_MAX:
@@ -67,6 +74,31 @@ class Task:
         object.__setattr__(
             self, "noise_at", check_choice("noise_at", self.noise_at, NOISE_LOCATIONS)
         )
+        if isinstance(self.channel, str):
+            channel_for(self)  # the channel's own constraints (e.g. L >= 2 for a softmax)
+
+    def _adopt(self, channel: "Channel") -> None:
+        """Copy L, noise, noise_at, beta from a channel instance (see the class docstring)."""
+        for name in ("L", "noise", "noise_at", "beta"):
+            if not hasattr(channel, name):
+                continue
+            given, own = getattr(self, name), getattr(channel, name)
+            default = self.__dataclass_fields__[name].default
+            if given != default and given != own:
+                raise ValueError(f"{name}={given!r} conflicts with the channel's {name}={own!r} "
+                                 f"(a channel instance carries its own {name})")
+            object.__setattr__(self, name, own)
+
+    @property
+    def channel_name(self) -> str:
+        """The channel's name (the registered name, or the instance's ``name``)."""
+        return self.channel if isinstance(self.channel, str) else str(self.channel.name)
+
+    @property
+    def channel_object(self) -> "Channel":
+        """The channel object: the instance given, or the registered class built from
+        this task (:func:`~amp_attention.channels.channel_for`)."""
+        return channel_for(self)
 
     @property
     def K(self) -> int:
@@ -303,7 +335,7 @@ class Problem:
             target = {"kind": "custom", "eigenvalues": t.eigenvalues, "grid": t.grid,
                       "density": t.density}
         return {
-            "channel": self.task.channel,
+            "channel": self.task.channel_name,
             "L": self.task.L,
             "beta": self.task.beta,
             "noise": self.task.noise,

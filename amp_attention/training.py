@@ -35,6 +35,7 @@ from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
+from .channels.base import optional_member
 from .checks import check_dimension, check_seed
 from .data import Dataset, generate_dataset
 from .operators import measure, measure_adjoint, top_eigenvalue_sym
@@ -314,10 +315,10 @@ def direct_erm(
     seed = check_seed(seed)
     if not isinstance(problem, Problem):
         raise ValueError("problem must be a Problem")
-    if problem.task.channel != "linear":
-        raise NotImplementedError(
-            f"direct ERM for channel {problem.task.channel!r} is not yet available; see issue 3"
-        )
+    if not optional_member(problem.task.channel_object, "outputs_are_h"):
+        raise ValueError(f"direct_erm is the least-squares path of channels whose outputs are "
+                         f"h itself (linear); channel {problem.task.channel_name!r}: use "
+                         "direct_erm_channel")
     tol = float(tol)
     if not (tol > 0.0 and math.isfinite(tol)):
         raise ValueError(f"tol must be > 0, got {tol!r}")
@@ -385,12 +386,10 @@ def erm_statistics(
         raise ValueError("seeds must be a non-empty list of integers >= 0")
     seeds = [check_seed(s) for s in seeds]
     run = direct_erm
-    if problem.task.channel != "linear":
+    if not optional_member(problem.task.channel_object, "outputs_are_h"):
         # Non-linear channels: the restarted non-convex solver of erm_nonlinear.
-        from .channels import channel_for
         from .erm_nonlinear import direct_erm_channel
 
-        kw.setdefault("channel", channel_for(problem.task))
         run = direct_erm_channel
     # ``wrap`` (e.g. a progress bar) sees the seeds as they are run.
     results = [run(problem, d, s, **kw) for s in (wrap(seeds) if wrap else seeds)]

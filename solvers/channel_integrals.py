@@ -31,7 +31,7 @@ import numpy as np
 from scipy.special import ndtri
 from scipy.stats import qmc
 
-from amp_attention.channels.base import ChannelSE, overlap_split
+from amp_attention.channels.base import ChannelSE, overlap_split, stein_available
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample")
 
@@ -101,8 +101,7 @@ class MonteCarloChannel:
         self.n_warm_fallback = 0
         # Stein's identity for m_hat needs d g_out / d u* through the labels:
         # available for output noise on channels that expose their Jacobian.
-        self.stein = (hasattr(channel, "output_jacobian") and hasattr(channel, "hessian_batch")
-                      and getattr(channel, "noise_at", "output") == "output")
+        self.stein = stein_available(channel)
         self.n_stein = 0
         self.n_stein_rejected = 0
         self._ends: list = [None] * self.draws.replicas

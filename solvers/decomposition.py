@@ -140,9 +140,9 @@ def _diagonal_overlaps(problem: Problem, result: SEResult, learned: list[Outlier
 def _test_mismatch(problem: Problem, result: SEResult, mc: MonteCarloOptions | None) -> float | None:
     """e_test(m, q) - min_c e_test(c m, c^2 q) for a non-linear channel (None for linear:
     there e_test is proportional to the matrix error and the matrix E_mismatch says it all)."""
-    if problem.task.channel == "linear":
-        return None
     se = StateEvolution(problem, mc)
+    if se.mc is None:
+        return None
     Q0 = se.Q0
     m, q = result.m, result.q
 

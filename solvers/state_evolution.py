@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from amp_attention.channels import channel_for
-from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE
+from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE, optional_member
 from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
 from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoiser,
@@ -150,7 +150,7 @@ class StateEvolution:
         self.finite_d = finite_d
         # ``channel`` overrides the task's channel (e.g. a user-defined one).
         channel = channel_for(problem.task) if channel is None else channel
-        if not hasattr(channel, "se"):
+        if optional_member(channel, "se") is None:
             from .channel_integrals import MonteCarloChannel
 
             mc = mc or MonteCarloOptions()
@@ -172,8 +172,7 @@ class StateEvolution:
 
     def coarse(self) -> "StateEvolution | None":
         """The same SE on the coarse RQMC prefix (None: closed-form channel or no coarse level)."""
-        if self.mc is None or not hasattr(self.channel, "prefix") \
-                or self.mc.coarse_log2_n >= self.channel.log2_n:
+        if self.mc is None or self.mc.coarse_log2_n >= self.channel.log2_n:
             return None
         return StateEvolution(self.problem, channel=self.channel.prefix(self.mc.coarse_log2_n),
                               finite_d=self.finite_d)
@@ -472,7 +471,7 @@ def solve_state_evolution(
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
     mc_stderr, mc_method, failed, fallbacks = None, "", 0, 0
-    if hasattr(se.channel, "last_replicas"):
+    if se.mc is not None:
         failed = se.channel.n_failed
         fallbacks = se.channel.n_warm_fallback
         try:

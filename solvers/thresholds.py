@@ -37,14 +37,13 @@ limit has delta = 1, so alpha_interp = alpha_PR = 1/(2 r) (parameter count).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from amp_attention.channels.linear import LinearChannel
+from amp_attention.channels import ZeroLossGeometry, channel_for, optional_member
 from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.result import Result, Status, outcome
 from amp_attention.spec import Problem, Task
@@ -56,46 +55,16 @@ THRESHOLD_KINDS = ("interpolation", "perfect_recovery")
 RESOLVED_SIGMAS = 10.0
 
 
-@dataclass(frozen=True)
-class ConstraintGeometry:
-    """The zero-loss set of a channel in u-coordinates as V -> infinity.
-
-    ``rank`` r: independent equations per sample; ``noise_energy`` N: the
-    expected squared norm of the label noise projected on the constrained
-    directions (u-units); ``description`` says where they come from.
-    """
-
-    rank: int
-    noise_energy: float
-    description: str
-
-    @classmethod
-    def of_task(cls, task: Task) -> "ConstraintGeometry":
-        """r and N for the linear channel and for softmax with labels in its range.
-
-        Raises ValueError when the zero-loss set is empty or not affine (softmax
-        with output noise: labels off the softmax range; seq2lab: a curved set).
-        """
-        lin = LinearChannel(task.L, 0.0)
-        inv = 1.0 / (2.0 * lin.c)        # u-unit noise variance per unit Delta, tau_k^-2
-        D = task.noise
-        if task.channel == "linear":
-            return cls(lin.K, D * float(np.sum(inv)),
-                       "linear channel: K = L(L+1)/2 equations, noise Delta / tau_k^2 each")
-        if task.channel == "softmax":
-            if D > 0 and task.noise_at == "output":
-                raise ValueError("softmax with output noise: the labels lie outside the range of "
-                                 "the softmax, so no S fits them exactly (no interpolation); use "
-                                 "--noise-at logit")
-            # free direction h -> h + c 11^T is u = c / tau_k; projecting it out of the
-            # noise covariance diag(Delta / tau_k^2)
-            nvec = np.sqrt(inv)
-            P = np.eye(lin.K) - np.outer(nvec, nvec) / float(nvec @ nvec)
-            N = D * float(np.trace(P @ np.diag(inv)))
-            return cls(lin.K - 1, N, "softmax: K - 1 equations (h + c 11^T gives the same "
-                       "rows), logit noise projected off the free direction")
-        raise ValueError(f"channel {task.channel!r}: the zero-loss set is not affine, no "
+def zero_loss_geometry(task: Task, noise: float | None = None) -> ZeroLossGeometry:
+    """The zero-loss geometry of ``task``'s channel at label-noise variance ``noise``
+    (default the task's); ValueError when the channel's zero-loss set is empty or
+    not affine (softmax with output noise, seq2lab, channels without the capability)."""
+    channel = channel_for(task)
+    geometry = optional_member(channel, "zero_loss_geometry")
+    if geometry is None:
+        raise ValueError(f"channel {task.channel_name!r}: the zero-loss set is not affine, no "
                          "closed-form limit; use the lam-continuation (threshold_by_continuation)")
+    return geometry(noise)
 
 
 @dataclass(frozen=True)
@@ -127,7 +96,7 @@ def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
     return f.V, target.moment(2) - 2.0 * f.m + f.q
 
 
-def _elementwise(kind: str, geo: ConstraintGeometry) -> ThresholdResult:
+def _elementwise(kind: str, geo: ZeroLossGeometry) -> ThresholdResult:
     return ThresholdResult(kind, 1.0 / (2.0 * geo.rank), math.nan, 0.0, geo.rank,
                            geo.noise_energy, "element-wise learner: parameter count d(d+1)/2, "
                            "alpha = 1/(2 r)", success=True, status=Status.CONVERGED,
@@ -142,7 +111,7 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     method on a bracket grown geometrically, then alpha = delta_0 / (2 r).
     Noiseless labels (N = 0) are always interpolated (S0 fits them): alpha = inf.
     """
-    geo = ConstraintGeometry.of_task(problem.task)
+    geo = zero_loss_geometry(problem.task)
     if problem.learner.parameterisation == "elementwise":
         return _elementwise("interpolation", geo)
     r, N = geo.rank, geo.noise_energy
@@ -221,8 +190,7 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     """alpha_PR of ``problem`` with its noise set to 0 (its alpha and lam are
     ignored): the smallest alpha at which ERM with lam -> 0+ recovers S0
     (e_test -> 0); alpha_PR = min_tau Phi(tau) / (2 r)."""
-    task = dataclasses.replace(problem.task, noise=0.0)
-    geo = ConstraintGeometry.of_task(task)
+    geo = zero_loss_geometry(problem.task, noise=0.0)
     if problem.learner.parameterisation == "elementwise":
         return _elementwise("perfect_recovery", geo)
     r = geo.rank

@@ -8,7 +8,7 @@ from scipy.optimize import minimize_scalar
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.solvers.state_evolution import solve_state_evolution
-from amp_attention.solvers.thresholds import (ConstraintGeometry, descent_cone_mse_ratio,
+from amp_attention.solvers.thresholds import (descent_cone_mse_ratio, zero_loss_geometry,
                                 interpolation_threshold, perfect_recovery_threshold,
                                 recovery_mse_ratio)
 
@@ -82,7 +82,7 @@ def test_lam_continuation_brackets_perfect_recovery():
 
 
 def test_softmax_thresholds_use_k_minus_one_equations():
-    geo = ConstraintGeometry.of_task(Task("softmax", L=2, noise=0.5, noise_at="logit"))
+    geo = zero_loss_geometry(Task("softmax", L=2, noise=0.5, noise_at="logit"))
     assert geo.rank == 2
     # u-unit noise variances Delta/tau_k^2 = Delta (1/2, 1, 1/2) on (11, 12, 22); the
     # free direction h + c 11^T is u ~ (1/tau_k) = (1/sqrt2, 1, 1/sqrt2), |u|^2 = 2; its

@@ -171,7 +171,7 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="d=8"):
         direct_erm(prob, 9, 0, data=data)
     soft = Problem(Task("softmax", L=2), WishartTarget(0.5), Learner(), alpha=0.5)
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="direct_erm_channel"):
         direct_erm(soft, 8, 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

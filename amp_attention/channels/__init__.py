@@ -1,36 +1,32 @@
 """Output channels (THEORY 1 and 4.1): one object per channel.
 
-Each channel serves both the state evolution (expectations over the
-K-dimensional Gaussian channel of THEORY 4.1) and the finite-size algorithms
-(proximal operator, g_out and its Jacobian on data).
+The contract every channel meets is :class:`Channel` (:mod:`.base`); the
+built-in ones are registered by name in :mod:`.registry`.  Each channel serves
+both the state evolution (expectations over the K-dimensional Gaussian
+channel of THEORY 4.1) and the finite-size algorithms (proximal operator,
+g_out and its Jacobian on data).  The channel classes are imported on first
+access (they load the compiled kernels).
 """
 
 from __future__ import annotations
 
-from typing import Union
+import importlib
+from typing import Any
 
-from .base import ChannelSE
-from .custom import CustomChannel
-from .linear import LinearChannel
-from .seq2lab import Seq2LabChannel
-from .softmax import NewtonChannel, ProxBatch, SoftmaxChannel
+from .base import (Channel, ChannelSE, ProxBatch, ZeroLossGeometry, check_channel,
+                   optional_member)
+from .registry import channel_class, channel_for, channel_names, channel_summary
 
-Channel = Union[LinearChannel, SoftmaxChannel, Seq2LabChannel, CustomChannel]
+_LAZY = {"CustomChannel": "custom", "LinearChannel": "linear", "NewtonChannel": "newton",
+         "Seq2LabChannel": "seq2lab", "SoftmaxChannel": "softmax"}
 
 
-def channel_for(task) -> Channel:
-    """The channel object of a :class:`~amp_attention.spec.Task`.
-
-    A :class:`CustomChannel` is built by the user directly (it needs g).
-    """
-    if task.channel == "linear":
-        return LinearChannel(task.L, task.noise, noise_at=task.noise_at)
-    if task.channel == "softmax":
-        return SoftmaxChannel(task.L, task.beta, task.noise, task.noise_at)
-    if task.channel == "seq2lab":
-        return Seq2LabChannel(task.L, task.beta, task.noise, task.noise_at)
-    raise NotImplementedError(f"channel {task.channel!r} is not available")
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["Channel", "ChannelSE", "CustomChannel", "LinearChannel", "NewtonChannel",
-           "ProxBatch", "Seq2LabChannel", "SoftmaxChannel", "channel_for"]
+           "ProxBatch", "Seq2LabChannel", "SoftmaxChannel", "ZeroLossGeometry", "channel_class",
+           "channel_for", "channel_names", "channel_summary", "check_channel", "optional_member"]

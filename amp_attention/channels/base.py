@@ -1,8 +1,54 @@
-"""What every channel provides to the state evolution (THEORY 4.1)."""
+"""The channel contract (THEORY 1, 3 and 4.1): what every output channel provides.
+
+A channel maps the symmetric L x L pre-activation matrix h of one sample to M
+outputs g(h); the loss is l(y, h) = 1/2 ||y - g(h)||^2.  Its u-coordinates are
+u_k = h_ab / tau_k (k = (a, b), a <= b, row-major; tau_aa = sqrt 2, tau_ab = 1),
+K = L(L+1)/2 of them.  One object serves both the finite-size algorithms
+(ERM, GAMP, Adam on data) and the state evolution: the same proximal operator
+and loss derivatives underlie both.
+
+:class:`Channel` lists the required members.  The optional capabilities
+below are looked up in this module only (``optional_member``); a channel
+without one falls back to the generic path:
+
+``se(m, q, V, Q0, alpha) -> ChannelSE``
+    closed-form channel expectations (else: RQMC integration of ``prox_batch``);
+``population_error(S0, S) -> float``
+    exact clean test error for Gaussian tokens (else: a Monte-Carlo test set);
+``zero_loss_geometry(noise=None) -> ZeroLossGeometry``
+    the zero-loss set as V -> infinity when it is affine, at label-noise
+    variance ``noise`` (default: the channel's); interpolation and recovery
+    thresholds in closed form (else: lam-continuation);
+``output_jacobian(U)`` and ``hessian_batch(y, U)``
+    dg/du (n, M, K) and the u-Hessian of l (n, K, K): Stein's identity for
+    m_hat in the SE (variance reduction);
+``convex``
+    True when l is convex in u (ERM starts once; restarts are refused);
+``outputs_are_h``
+    True when g(h) = (h_ab)_{a<=b}: ERM is least squares in S and takes the
+    dedicated linear path;
+``parameters``
+    the :class:`~amp_attention.spec.Task` fields the channel reads besides
+    ``L``, ``noise`` and ``noise_at`` (e.g. ``("beta",)``).
+
+Built-in channels are listed in :mod:`.registry`; a user channel is any object
+with these members (usually a :class:`~amp_attention.channels.custom.CustomChannel`
+or a subclass of :class:`~amp_attention.channels.newton.NewtonChannel`) and is
+passed as ``Task(channel=instance)``.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..checks import check_positive
+
+#: where label noise enters: added to the outputs, or to the logits h before g
+NOISE_LOCATIONS = ("output", "logit")
 
 #: relative slack of the constraint m^2 <= q Q0 (Cauchy-Schwarz for the overlaps):
 #: next to perfect recovery a fixed point sits at m^2 = q Q0 up to rounding.
@@ -39,3 +85,184 @@ class ChannelSE:
     train_error: float
     test_error: float
     loss_per_sample: float
+
+
+@dataclass(frozen=True)
+class ProxBatch:
+    """Proximal operator of n samples (THEORY 4.1).
+
+    uhat (n, K): argmin_u l(y, h(u)) + ||u - omega||^2 / (2V);
+    g_out (n, K): (uhat - omega) / V;
+    trace_term (n,): tr(I - (I + V H)^{-1}), H the Hessian of l in u at uhat,
+        so that V_hat = 2 alpha E[trace_term] / V;
+    objective (n,): the minimised value F(uhat);
+    failed (n,): the returned point is not a converged local minimum;
+    n_failed: number of failed samples;
+    ends (n, 4, K) or None: the end points of the multi-start's Newton runs,
+        to warm-start the next call on a nearby problem (``warm_from``).
+    """
+
+    uhat: np.ndarray
+    g_out: np.ndarray
+    trace_term: np.ndarray
+    objective: np.ndarray
+    failed: np.ndarray
+    n_failed: int
+    ends: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ZeroLossGeometry:
+    """The zero-loss set of a channel in u-coordinates as V -> infinity (THEORY 6).
+
+    ``rank`` r: independent equations per sample; ``noise_energy`` N: the
+    expected squared norm of the label noise projected on the constrained
+    directions (u-units); ``description`` says where they come from.
+    """
+
+    rank: int
+    noise_energy: float
+    description: str
+
+
+@runtime_checkable
+class Channel(Protocol):
+    """The members every channel provides (shapes per batch of n samples).
+
+    ``name``, ``L``, ``K`` = L(L+1)/2, ``M`` (outputs), ``noise`` (Delta >= 0),
+    ``noise_at`` (in :data:`NOISE_LOCATIONS`), ``noise_dim`` (standard normals
+    per sample of the noise model);
+    ``outputs(H)``: g(h), (n, L, L) -> (n, M);
+    ``h_from_u(U)``: (n, K) -> (n, L, L);
+    ``labels_from_noise(H_star, xi)`` and ``sample_labels(H_star, rng)``: labels (n, M);
+    ``loss_grad_hess(y, u)``: (l, grad_u l, Hessian_u l) of one sample;
+    ``batch_loss_and_grad_h(y, H)``: (l (n,), dl/dh_ab (n, L, L)), all L^2 entries
+    independent (what ERM applies the adjoint of the measurement operator to);
+    ``prox_batch(y, omega, V, warm_from=None)``: :class:`ProxBatch`;
+    ``train_terms(y, uhat)``, ``loss_terms(y, uhat)``, ``test_terms(u_star, u)``:
+    per-sample squared output errors, losses and clean test errors (n,).
+    """
+
+    name: str
+    L: int
+    K: int
+    M: int
+    noise: float
+    noise_at: str
+    noise_dim: int
+
+    def outputs(self, H: np.ndarray) -> np.ndarray: ...
+
+    def h_from_u(self, U: np.ndarray) -> np.ndarray: ...
+
+    def labels_from_noise(self, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray: ...
+
+    def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray: ...
+
+    def loss_grad_hess(self, y: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]: ...
+
+    def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def prox_batch(self, y: np.ndarray, omega: np.ndarray, V: Any,
+                   warm_from: np.ndarray | None = None) -> ProxBatch: ...
+
+    def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray: ...
+
+    def loss_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray: ...
+
+    def test_terms(self, u_star: np.ndarray, u_pred: np.ndarray) -> np.ndarray: ...
+
+
+#: the members of :class:`Channel`, checked by :func:`check_channel`
+REQUIRED_MEMBERS = ("name", "L", "K", "M", "noise", "noise_at", "noise_dim", "outputs",
+                    "h_from_u", "labels_from_noise", "sample_labels", "loss_grad_hess",
+                    "batch_loss_and_grad_h", "prox_batch", "train_terms", "loss_terms",
+                    "test_terms")
+
+#: optional capabilities (module docstring) and their value when absent
+OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
+                                    "zero_loss_geometry": None, "output_jacobian": None,
+                                    "hessian_batch": None, "convex": False, "outputs_are_h": False,
+                                    "parameters": ()}
+
+
+#: the members that direct ERM and Adam on data use (a channel for data only needs these)
+DATA_MEMBERS = ("name", "L", "M", "noise", "outputs", "sample_labels", "batch_loss_and_grad_h")
+
+
+def check_channel(channel: object, L: int | None = None,
+                  members: tuple[str, ...] = REQUIRED_MEMBERS) -> Channel:
+    """``channel`` itself when it has ``members`` (default: all of :class:`Channel`)
+    and ``L`` tokens if given; ValueError naming the missing members otherwise."""
+    missing = [a for a in members if not hasattr(channel, a)]
+    if missing:
+        raise ValueError(f"channel must provide the members of amp_attention.channels.Channel "
+                         f"({', '.join(members)}); {type(channel).__name__} lacks "
+                         f"{', '.join(missing)}")
+    if L is not None and int(channel.L) != int(L):  # type: ignore[attr-defined]
+        raise ValueError(f"channel has L={channel.L} tokens but the problem has L={L}")  # type: ignore[attr-defined]
+    return channel  # type: ignore[return-value]
+
+
+def optional_member(channel: object, name: str) -> Any:
+    """The optional capability ``name`` of ``channel`` (module docstring), or its
+    value when absent (None for methods)."""
+    if name not in OPTIONAL_MEMBERS:
+        raise ValueError(f"name must be one of {', '.join(OPTIONAL_MEMBERS)}; got {name!r}")
+    return getattr(channel, name, OPTIONAL_MEMBERS[name])
+
+
+def stein_available(channel: object) -> bool:
+    """Stein's identity for m_hat needs dg/du through the labels: output noise and
+    both ``output_jacobian`` and ``hessian_batch``."""
+    return (optional_member(channel, "output_jacobian") is not None
+            and optional_member(channel, "hessian_batch") is not None
+            and channel.noise_at == "output")  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------ helpers shared by the channels
+
+
+def as_2d(name: str, x: np.ndarray, cols: int) -> np.ndarray:
+    """``x`` as a contiguous float64 (n, cols) array; ValueError naming ``name`` otherwise."""
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] != cols:
+        raise ValueError(f"{name} must have shape (n, {cols}), got {np.shape(x)}")
+    return a
+
+
+def variance_matrix(V, n: int, K: int) -> np.ndarray:
+    """V as a contiguous (n, K) array of output variances, all finite and > 0.
+
+    Accepts a scalar (the state evolution: one V for all), one value per sample
+    (n,), or one per component (n, K) (GAMP: the K measurements of a sample
+    have sensing vectors of different norms, so different variances).
+    """
+    if np.ndim(V) == 0:
+        v = check_positive("V", V)
+        return np.full((n, K), v)
+    a = np.asarray(V, dtype=np.float64)
+    if a.shape == (n,):
+        a = np.repeat(a[:, None], K, axis=1)
+    if a.shape != (n, K):
+        raise ValueError(f"V must be a scalar or have shape ({n},) or ({n}, {K}), got {a.shape}")
+    if not np.all(np.isfinite(a) & (a > 0)):
+        raise ValueError("V must be finite and > 0 (allowed range (0, inf)) in every entry")
+    return np.ascontiguousarray(a)
+
+
+def u_coordinates(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ka, kb, tau): the row-major upper-triangle index pairs k = (ka_k, kb_k) and
+    tau_k = sqrt 2 on the diagonal, 1 off it (THEORY 3)."""
+    a, b = np.triu_indices(L)
+    tau = np.where(a == b, math.sqrt(2.0), 1.0)
+    return (np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(b, dtype=np.int64),
+            tau)
+
+
+def symmetric_h(U: np.ndarray, ka: np.ndarray, kb: np.ndarray, tau: np.ndarray, L: int) -> np.ndarray:
+    """(n, K) u-coordinates -> (n, L, L) symmetric h with h_ab = h_ba = tau_k u_k (THEORY 3)."""
+    H = np.empty((U.shape[0], L, L))
+    H[:, ka, kb] = U * tau
+    H[:, kb, ka] = U * tau
+    return H

@@ -5,7 +5,7 @@ pre-activation matrix; it must accept any real L x L matrix, since finite
 differences perturb single entries) and optionally its Jacobian
 ``jac(h) -> float64[M, L, L]``, jac[m, a, b] = dg_m/dh_ab with the L^2
 entries treated as independent variables.  Loss and noise model are those of
-every channel (l = 1/2 ||y - g(h)||^2; see :mod:`.softmax`).
+every channel (l = 1/2 ||y - g(h)||^2; see :mod:`.newton`).
 
 Derivatives and their accuracy (double precision, eps ~ 2.2e-16):
 
@@ -34,7 +34,8 @@ import numpy as np
 
 from .. import _channel_kernels as ck
 from ..checks import check_integer
-from .softmax import GTOL, MAXIT, NewtonChannel, as_2d
+from .base import as_2d
+from .newton import GTOL, MAXIT, NewtonChannel
 
 GTOL_FD = 1e-9
 

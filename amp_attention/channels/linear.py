@@ -15,7 +15,7 @@ and with E = Q0 - 2m + q,
     e_train = sum_k (2 c_k E + Delta) / (1 + 2 c_k V)^2,   e_test = sum_k 2 c_k E.
 
 Besides these closed forms the class offers the interface common to all
-channels (see :mod:`.softmax`): outputs are the M = K upper-triangle entries
+channels (see :mod:`.base`): outputs are the M = K upper-triangle entries
 y_ab of h (output units, not u-units), l = 1/2 sum_{a<=b} (y_ab - h_ab)^2, its
 u-Hessian is diag(2 c_k) = diag(tau_k^2), and the prox is the closed form
 above with y_u = y / tau.  Noise on the logits and on the outputs are the same
@@ -28,24 +28,23 @@ import math
 
 import numpy as np
 
-from ..checks import check_choice
-from ..spec import NOISE_LOCATIONS
-from .base import ChannelSE
-from .softmax import ProxBatch, as_2d, symmetric_h, variance_matrix
+from ..checks import check_choice, check_integer, check_nonnegative
+from .base import (NOISE_LOCATIONS, ChannelSE, ProxBatch, ZeroLossGeometry, as_2d, symmetric_h,
+                   variance_matrix)
 
 
 class LinearChannel:
     """The linear (quadratic-network for L = 1) channel with K = L(L+1)/2 outputs."""
 
     name = "linear"
+    #: l is quadratic in u: one ERM start suffices
+    convex = True
+    #: g(h) = (h_ab)_{a<=b}: ERM is least squares in S (the dedicated linear path)
+    outputs_are_h = True
 
     def __init__(self, L: int, noise: float, noise_at: str = "output"):
-        if int(L) != L or L < 1:
-            raise ValueError(f"L must be an integer >= 1, got {L!r}")
-        if not (math.isfinite(noise) and noise >= 0):
-            raise ValueError(f"noise must be in [0, inf), got {noise!r}")
-        self.L = int(L)
-        self.noise = float(noise)
+        self.L = check_integer("L", L, 1)
+        self.noise = check_nonnegative("noise", noise)
         self.noise_at = check_choice("noise_at", noise_at, NOISE_LOCATIONS)
         iu = np.triu_indices(self.L)
         self._ka, self._kb = iu
@@ -61,6 +60,11 @@ class LinearChannel:
         """Number of outputs: the K upper-triangle entries."""
         return self.c.size
 
+    @classmethod
+    def from_task(cls, task) -> "LinearChannel":
+        """The channel of a :class:`~amp_attention.spec.Task` (its L, noise, noise_at)."""
+        return cls(task.L, task.noise, task.noise_at)
+
     # ------------------------------------------------------------ state evolution
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         """Closed-form channel expectations at overlaps (m, q, V)."""
@@ -72,6 +76,13 @@ class LinearChannel:
         e_train = float(np.sum((2.0 * c * E + D) / den**2))
         e_test = float(np.sum(2.0 * c) * E)
         return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
+
+    def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
+        """K equations per sample, label noise (variance ``noise``, default the
+        channel's Delta) of u-variance Delta / tau_k^2 each."""
+        noise = self.noise if noise is None else noise
+        return ZeroLossGeometry(self.K, noise * float(np.sum(1.0 / (2.0 * self.c))),
+                                "linear channel: K = L(L+1)/2 equations, noise Delta / tau_k^2 each")
 
     # ------------------------------------------------------------- finite size
     def population_error(self, S0: np.ndarray, S: np.ndarray) -> float:

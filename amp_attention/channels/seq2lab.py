@@ -7,7 +7,6 @@ l(y, h) = 1/2 (y - g(h))^2.  With A_a = softmax(beta h_a) and r = g - y,
 
 (all L^2 entries independent); the Hessian of l is dg dg^T plus r times the
 row-block-diagonal Hessian of g (see :mod:`amp_attention._channel_kernels`).
-For L = 1, g = 1 identically: the loss is constant and the prox is omega.
 
 Small beta: g = 1/L + (beta/L^2) sum_a (h_aa - hbar_a) + O(beta^2),
 hbar_a = mean_b h_ab.
@@ -24,14 +23,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .softmax import BuiltinNewtonChannel, as_2d, softmax_rows
+from .newton import BuiltinNewtonChannel, softmax_rows
 
 
 class Seq2LabChannel(BuiltinNewtonChannel):
     """g(h) = (1/L) Tr softmax_rows(beta h); see the module docstring.
 
     Arguments as :class:`~amp_attention.channels.softmax.SoftmaxChannel`:
-    L >= 1 integer, beta > 0, noise (variance Delta) >= 0, noise_at in
+    L >= 2 integer, beta > 0, noise (variance Delta) >= 0, noise_at in
     {"output", "logit"}.
     """
 
@@ -50,13 +49,3 @@ class Seq2LabChannel(BuiltinNewtonChannel):
         _, D = self.row_softmax_jacobian(U)
         L = self.L
         return (np.trace(D, axis1=2, axis2=3) / L)[:, None, :]
-
-    def batch_loss_and_grad_h(self, y: np.ndarray, H: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """l per sample (n,) and G_ab = dl/dh_ab (n, L, L), all L^2 entries independent."""
-        H = self._check_H(H)
-        Y = as_2d("y", y, 1)[:, 0]
-        A = softmax_rows(H, self.beta)
-        diag = np.diagonal(A, axis1=1, axis2=2)
-        r = diag.mean(axis=1) - Y
-        dg = (self.beta / self.L) * diag[:, :, None] * (np.eye(self.L) - A)
-        return 0.5 * r * r, r[:, None, None] * dg
