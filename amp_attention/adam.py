@@ -7,9 +7,9 @@ exact objective of THEORY 2,
 
     R = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 + penalty.
 
-Gradients are the analytic ones of :mod:`amp_attention.erm_nonlinear`
+Gradients are the analytic ones of :mod:`amp_attention.erm`
 (``objective_W``/``objective_S``: one forward GEMM, one adjoint GEMM; checked
-against finite differences in tests/test_erm_nonlinear.py).  Mini-batches of B
+against finite differences in tests/test_erm_channels.py).  Mini-batches of B
 samples estimate R by (n/B) sum_{mu in batch} l + penalty, so that every
 batch sees the same regulariser as the full objective.
 
@@ -32,7 +32,8 @@ from typing import ClassVar
 import numpy as np
 
 from .channels import channel_for
-from .erm_nonlinear import (N_TEST_MIN, generate_channel_dataset, objective_S, objective_W,
+from .data import generate_dataset
+from .erm import (N_TEST_MIN, objective_S, objective_W,
                             population_error)
 from .operators import preactivations
 from .result import Result, Status
@@ -271,7 +272,7 @@ def train_layer(
     target_spectrum: str = "sampled",
     n_test: int | None = None,
 ) -> LayerResult:
-    """Draw a data set (as :func:`~amp_attention.erm_nonlinear.generate_channel_dataset`),
+    """Draw a data set (as :func:`~amp_attention.data.generate_dataset`),
     train the layer of ``problem.learner`` with :func:`train`, and measure it.
 
     init "small": W0 = 1e-3 N(0, 1) (element-wise: S0 = 0); "random":
@@ -284,7 +285,7 @@ def train_layer(
     if not (math.isfinite(init_scale) and init_scale > 0):
         raise ValueError(f"init_scale must be a number in (0, inf), got {init_scale!r}")
     ch = channel_for(problem.task) if channel is None else channel
-    data = generate_channel_dataset(problem, d, seed, ch, target_spectrum)
+    data = generate_dataset(problem, d, seed, target_spectrum, channel=ch)
     learner = problem.learner
     elementwise = learner.parameterisation == "elementwise"
     rng = np.random.default_rng([seed, INIT_SEED_TAG])

@@ -38,6 +38,7 @@ from .progress import progress_bar as _progress
 # numpy (and everything that imports it) is imported lazily: `--help` and argument
 # errors answer without paying for the scientific stack.
 if TYPE_CHECKING:
+    from .erm import ERMStatistics
     from .spec import Problem
 
 PROG = "amp-attention"
@@ -985,13 +986,13 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
 
 def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
             target_spectrum: str = "sampled", progress_desc: str = "ERM seeds",
-            **solver_kw: Any) -> dict[str, Any]:
-    """:func:`amp_attention.training.erm_statistics` with a progress bar over seeds.
+            **solver_kw: Any) -> "ERMStatistics":
+    """:func:`amp_attention.erm.erm_statistics` with a progress bar over seeds.
 
     Non-convergence warnings are not printed: ``all_converged`` and
     ``not_converged`` report them (and the command's exit code).
     """
-    from .training import erm_statistics
+    from .erm import erm_statistics
 
     bars = []
 
@@ -1038,33 +1039,33 @@ def cmd_erm(args: argparse.Namespace) -> int:
             check_seed(s)
         except ValueError as exc:
             raise CLIError(f"argument {flag}: {_one_line(str(exc))}") from None
-    # the least-squares path (direct_erm) for outputs = h, else the restarted solver
-    linear = bool(optional_member(channel_class(problem.task.channel), "outputs_are_h"))
+    # a convex channel starts once and is solved to a tighter tolerance
+    convex = bool(optional_member(channel_class(problem.task.channel), "convex"))
     if args.tol is None:
-        args.tol = 1e-9 if linear else 1e-7
+        args.tol = 1e-9 if convex else 1e-7
     _check_positive_finite("--tol", args.tol)
     _check_min_int("--max-iter", args.max_iter, 1)
     _check_min_int("--restarts", args.restarts, 0)
-    solver_kw = {} if linear else {"restarts": args.restarts}
+    solver_kw = {} if convex else {"restarts": args.restarts}
 
     stats = run_erm(problem, d, seeds, tol=args.tol, max_iter=args.max_iter,
                     target_spectrum=args.target_spectrum, **solver_kw)
 
-    params = {**problem.to_dict(), "d": d, "n": stats["n"], "seeds": seeds, "tol": args.tol,
+    params = {**problem.to_dict(), "d": d, "n": stats.n, "seeds": seeds, "tol": args.tol,
               "max_iter": args.max_iter, "target_spectrum": args.target_spectrum, **solver_kw}
-    per_seed = [r.to_dict() for r in stats["results"]]
+    per_seed = [r.to_dict() for r in stats.results]
     if args.json:
-        print(_dumps({"params": params, "mean": stats["mean"], "stderr": stats["stderr"],
-                      "per_seed": per_seed, "all_converged": stats["all_converged"]}))
+        print(_dumps({"params": params, "mean": stats.mean, "stderr": stats.stderr,
+                      "per_seed": per_seed, "all_converged": stats.all_converged}))
     else:
         _print_params(params)
-        print(f"direct ERM at d = {d}, n = {stats['n']}, {len(seeds)} seed(s)")
+        print(f"direct ERM at d = {d}, n = {stats.n}, {len(seeds)} seed(s)")
         print(f"  {'field':<16} {'mean':>16} {'stderr':>14}")
-        for k in stats["mean"]:
-            print(f"  {k:<16} {stats['mean'][k]:>16.8g} {stats['stderr'][k]:>14.4g}")
-        print(f"  all_converged    {_fmt(stats['all_converged'])}")
-    if not stats["all_converged"]:
-        print(f"{PROG}: direct ERM did not converge for seed(s) {stats['not_converged']} "
+        for k in stats.mean:
+            print(f"  {k:<16} {stats.mean[k]:>16.8g} {stats.stderr[k]:>14.4g}")
+        print(f"  all_converged    {_fmt(stats.all_converged)}")
+    if not stats.all_converged:
+        print(f"{PROG}: direct ERM did not converge for seed(s) {stats.not_converged} "
               f"(residual above --tol {args.tol:g} after --max-iter {args.max_iter}); "
               "their values are included above", file=sys.stderr)
         return EXIT_NOT_CONVERGED
@@ -1081,9 +1082,9 @@ def cmd_amp(args: argparse.Namespace) -> int:
     from amp_attention.solvers.state_evolution import se_iterates, solve_state_evolution
 
     from .checks import check_dimension, check_seed
-    from .erm_nonlinear import kkt_residual
+    from .erm import kkt_residual
     from .gamp import GAMPOptions, gamp_on_problem
-    from .training import rank_cap
+    from .erm import rank_cap
 
     problem = problem_from_args(args)
     try:
@@ -1558,11 +1559,11 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
             st = run_erm(problem(a), c["erm_d"], c["erm_seeds"], tol=c["erm_tol"],
                          max_iter=c["erm_max_iter"],
                          progress_desc=f"direct ERM d={c['erm_d']} alpha={a:.3g}")
-            erm_rows.append({"alpha": a, "d": c["erm_d"], "n": st["n"],
-                             "seeds": list(c["erm_seeds"]), "mean": st["mean"],
-                             "stderr": st["stderr"],
-                             "per_seed": [r.to_dict() for r in st["results"]],
-                             "all_converged": st["all_converged"]})
+            erm_rows.append({"alpha": a, "d": c["erm_d"], "n": st.n,
+                             "seeds": list(c["erm_seeds"]), "mean": st.mean,
+                             "stderr": st.stderr,
+                             "per_seed": [r.to_dict() for r in st.results],
+                             "all_converged": st.all_converged})
         print(f"direct ERM at d = {c['erm_d']}, seeds {c['erm_seeds']} (mean +- stderr)")
         print(f"  {'alpha':>7} {'train_error':>20} {'test_error':>20} {'matrix_mse':>20} "
               f"{'converged':>10}")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .channels.base import optional_member
+from .channels.base import DATA_MEMBERS, Channel, check_channel
 from .checks import check_dimension, check_seed
-from .operators import measure
+from .operators import preactivations
 from .spec import CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget
 
 
@@ -146,7 +146,7 @@ def sample_tokens(n: int, L: int, d: int, rng: np.random.Generator) -> np.ndarra
 
 @dataclass(frozen=True, eq=False)
 class Dataset:
-    """One finite-d draw: tokens X (n, L, d), labels y (n, K), target S0 (d, d)."""
+    """One finite-d draw: tokens X (n, L, d), labels y (n, M), target S0 (d, d)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -160,26 +160,29 @@ class Dataset:
         return int(self.X.shape[1])
 
 
-def generate_dataset(problem: Problem, d: int, seed: int, target_spectrum: str = "sampled") -> Dataset:
-    """Draw S0, then X, then the label noise, from default_rng(seed).
+def generate_dataset(problem: Problem, d: int, seed: int, target_spectrum: str = "sampled", *,
+                     channel: "Channel | None" = None) -> Dataset:
+    """Draw S0, then X, then the labels y = channel.sample_labels(h(S0), rng), all from
+    default_rng(seed); ``y`` has shape (n, M).
 
-    Linear channel: y_mu,ab = h_ab(S0; x_mu) + sqrt(Delta) xi_mu,ab for a <= b,
-    xi i.i.d. N(0, 1).  The noise is drawn even when Delta = 0 so that one seed
-    gives the same S0, X and xi for every Delta.
+    The channel is ``problem.task``'s (``channel`` overrides it with an object that
+    has the data members of the contract).  S0 and X do not depend on the channel,
+    and the label noise is drawn even when Delta = 0, so that one seed gives the
+    same S0, X and noise for every Delta (linear channel: y_mu,ab = h_ab(S0; x_mu)
+    + sqrt(Delta) xi_mu,ab for a <= b, xi i.i.d. N(0, 1)).
     """
     d = check_dimension(d)
     seed = check_seed(seed)
     if not isinstance(problem, Problem):
         raise ValueError("problem must be a Problem")
     task = problem.task
-    if not optional_member(task.channel_object, "outputs_are_h"):
-        raise ValueError(f"generate_dataset draws the labels of channels whose outputs are h "
-                         f"itself (linear); channel {task.channel_name!r}: use "
-                         "generate_channel_dataset")
+    channel = (task.channel_object if channel is None
+               else check_channel(channel, task.L, DATA_MEMBERS))
     rng = np.random.default_rng(seed)
     n = n_samples(problem.alpha, d)
     S0 = sample_target_matrix(problem.target, d, rng, target_spectrum)
     X = sample_tokens(n, task.L, d, rng)
-    xi = rng.standard_normal((n, task.K))
-    y = measure(X, S0) + math.sqrt(task.noise) * xi
+    y = np.asarray(channel.sample_labels(preactivations(X, S0), rng), dtype=float)
+    if y.shape != (n, int(channel.M)):
+        raise ValueError(f"channel.sample_labels returned shape {y.shape}, expected ({n}, {channel.M})")
     return Dataset(X=X, y=y, S0=S0, d=d, n=n, seed=seed)

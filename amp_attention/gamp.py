@@ -370,19 +370,20 @@ class GAMPRun:
 def gamp_on_problem(problem, d: int, seed: int, *, options: GAMPOptions | None = None,
                     target_spectrum: str = "sampled", n_test: int = 2000,
                     progress: bool = False) -> GAMPRun:
-    """Draw the data set of ``problem`` at dimension d (``generate_channel_dataset``,
+    """Draw the data set of ``problem`` at dimension d (``data.generate_dataset``,
     seed ``seed``), run :func:`gamp` with the problem's channel and denoiser, and
     track m_t and the clean test error on ``n_test`` fresh samples (tokens from
     default_rng([seed, TEST_SEED_TAG]))."""
     from .checks import check_count, check_dimension, check_seed
     from .data import sample_tokens
     from .denoisers import denoiser_for
-    from .erm_nonlinear import TEST_SEED_TAG, generate_channel_dataset
+    from .data import generate_dataset
+    from .erm import TEST_SEED_TAG
 
     d, seed = check_dimension(d), check_seed(seed)
     n_test = check_count("n_test", n_test, 1)
     channel = problem.task.channel_object
-    data = generate_channel_dataset(problem, d, seed, channel, target_spectrum)
+    data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
     X_test = sample_tokens(n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
     res = gamp(data.X, data.y, channel, denoiser_for(problem.learner), options=options,
                S0=data.S0, test=(X_test, data.S0), progress=progress)

@@ -33,7 +33,7 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.denoisers import denoiser_for
-from amp_attention.erm_nonlinear import generate_channel_dataset
+from amp_attention.data import generate_dataset
 from amp_attention.gamp import DenseSensing, GAMPOptions, TokenSensing, gamp
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
@@ -100,7 +100,7 @@ def main(argv=None) -> None:
         for name in ("linear", "softmax"):
             p = problem(name, args.L, args.alpha)
             ch = channel_for(p.task)
-            data = generate_channel_dataset(p, d, 0, ch)
+            data = generate_dataset(p, d, 0, channel=ch)
             sensing = TokenSensing(data.X)
             if name == "linear":
                 t_f, t_a, rate = gemm_times(sensing.X)
@@ -128,7 +128,7 @@ def main(argv=None) -> None:
         d = fits[-1]
         p = problem("linear", args.L, args.alpha)
         ch = channel_for(p.task)
-        data = generate_channel_dataset(p, d, 0, ch)
+        data = generate_dataset(p, d, 0, channel=ch)
         den = denoiser_for(p.learner)
         t0 = time.perf_counter()
         dense = DenseSensing(data.X)

@@ -5,7 +5,7 @@
 Same data, same objective (THEORY 2: R = sum_mu 1/2 ||y_mu - softmax_rows(beta
 h_mu)||^2 + lam d Tr S_W, S_W = W^T W / sqrt(p d), p = d), float64, 2 threads:
 
-* ours: ``erm_nonlinear.objective_W`` (analytic gradient through S: one
+* ours: ``erm.objective_W`` (analytic gradient through S: one
   (nL x d) @ (d x d) GEMM forward, one adjoint GEMM) plus the Adam update of
   ``amp_attention.adam``;
 * PyTorch: the layer written as users write it, XW = X W^T, h = XW XW^T /
@@ -28,7 +28,8 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, adam_update
 from amp_attention.channels import channel_for
-from amp_attention.erm_nonlinear import generate_channel_dataset, objective_W
+from amp_attention.data import generate_dataset
+from amp_attention.erm import objective_W
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
 
@@ -64,7 +65,7 @@ def main(argv=None) -> None:
         p = Problem(Task("softmax", L=args.L, beta=beta, noise=0.1), WishartTarget(0.5),
                     Learner(1.0, lam), alpha=args.alpha)
         ch = channel_for(p.task)
-        data = generate_channel_dataset(p, d, 0, ch)
+        data = generate_dataset(p, d, 0, channel=ch)
         W = 0.3 * np.random.default_rng(1).standard_normal((d, d))
         state = {"W": W.copy(), "m": np.zeros_like(W), "v": np.zeros_like(W), "t": 0}
 

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
-from amp_attention.training import erm_statistics  # noqa: E402
+from amp_attention.erm import erm_statistics  # noqa: E402
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,10 +50,10 @@ def main() -> None:
     for a in ERM_ALPHAS:
         st = erm_statistics(problem(a, lam), 64, [0, 1], restarts=1, keep_matrix=False,
                             max_iter=20000)
-        table["erm"].append({"lam": lam, "alpha": a, "d": 64, "train_error": st["mean"]["train_error"],
-                             "train_error_stderr": st["stderr"]["train_error"],
-                             "all_converged": st["all_converged"]})
-        print("ERM", a, st["mean"]["train_error"], st["all_converged"], flush=True)
+        table["erm"].append({"lam": lam, "alpha": a, "d": 64, "train_error": st.mean["train_error"],
+                             "train_error_stderr": st.stderr["train_error"],
+                             "all_converged": st.all_converged})
+        print("ERM", a, st.mean["train_error"], st.all_converged, flush=True)
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for lam in LAMS:
         rows = [r for r in table["se"] if r["lam"] == lam]

@@ -7,9 +7,8 @@ import pytest
 from amp_attention.adam import AdamOptions, train
 from amp_attention.channels import channel_for
 from amp_attention.data import generate_dataset
-from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
+from amp_attention.erm import direct_erm
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import direct_erm
 
 D = 24
 
@@ -54,8 +53,8 @@ def test_softmax_adam_is_within_the_spread_of_erm_restarts():
     p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.2),
                 alpha=0.5)
     ch = channel_for(p.task)
-    data = generate_channel_dataset(p, D, 0, ch, "quantile")
-    erm = direct_erm_channel(p, D, 0, channel=ch, data=data, restarts=3, tol=1e-9)
+    data = generate_dataset(p, D, 0, "quantile", channel=ch)
+    erm = direct_erm(p, D, 0, channel=ch, data=data, restarts=3, tol=1e-9)
     W0 = 0.3 * np.random.default_rng(3).standard_normal((D, D))
     run = train(data.X, data.y, ch, 0.2, W0, options=AdamOptions(lr=0.03))
     assert run.converged, run.status

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from amp_attention.cli import main
-from amp_attention.training import STAT_FIELDS, erm_statistics
+from amp_attention.erm import STAT_FIELDS, erm_statistics
 from amp_attention.solvers.state_evolution import RESULT_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -198,8 +198,8 @@ def test_erm_json(capsys) -> None:
     # Same statistics as the library's erm_statistics on the same seeds.
     ref = erm_statistics(params_problem(), 16, [0, 1], keep_matrix=False)
     for k in STAT_FIELDS:
-        assert payload["mean"][k] == pytest.approx(ref["mean"][k], rel=1e-12, abs=1e-15)
-        assert payload["stderr"][k] == pytest.approx(ref["stderr"][k], rel=1e-9, abs=1e-15)
+        assert payload["mean"][k] == pytest.approx(ref.mean[k], rel=1e-12, abs=1e-15)
+        assert payload["stderr"][k] == pytest.approx(ref.stderr[k], rel=1e-9, abs=1e-15)
 
 
 def params_problem():

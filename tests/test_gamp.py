@@ -9,12 +9,10 @@ import pytest
 from amp_attention.channels import channel_for
 from amp_attention.data import generate_dataset
 from amp_attention.denoisers import denoiser_for
-from amp_attention.erm_nonlinear import (direct_erm_channel, generate_channel_dataset,
-                                         kkt_residual, objective_S)
+from amp_attention.erm import direct_erm, kkt_residual, objective_S
 from amp_attention.gamp import DenseSensing, GAMPOptions, TokenSensing, gamp, u_adjoint, u_of
 from amp_attention.operators import sensing_norms, tau
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import direct_erm
 
 
 def test_u_adjoint_is_the_adjoint_and_sensing_norms_are_the_row_norms():
@@ -41,7 +39,7 @@ def test_dense_reference_operator_is_the_same_operator():
     p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.2),
                 alpha=0.5)
     ch = channel_for(p.task)
-    data = generate_channel_dataset(p, 12, 0, ch)
+    data = generate_dataset(p, 12, 0, channel=ch)
     tok, dense = TokenSensing(data.X), DenseSensing(data.X)
     rng = np.random.default_rng(1)
     S = rng.standard_normal((12, 12))
@@ -79,12 +77,12 @@ def test_softmax_fixed_point_satisfies_kkt_and_is_not_worse_than_restarted_erm()
                 alpha=0.5)
     d = 40
     ch = channel_for(p.task)
-    data = generate_channel_dataset(p, d, 1, ch, "quantile")
+    data = generate_dataset(p, d, 1, "quantile", channel=ch)
     res = gamp(data.X, data.y, ch, denoiser_for(p.learner), options=GAMPOptions(tol=1e-11),
                S0=data.S0)
     assert res.converged, res.status
     assert kkt_residual(data.X, data.y, res.S, ch, 0.2) <= 1e-6
-    erm = direct_erm_channel(p, d, 1, channel=ch, data=data, restarts=3, tol=1e-9)
+    erm = direct_erm(p, d, 1, channel=ch, data=data, restarts=3, tol=1e-9)
     R, _ = objective_S(data.X, data.y, res.S, ch, 0.2)
     assert R / data.n <= min(erm.restart_losses) + 1e-9
 
@@ -179,7 +177,7 @@ def test_seq2lab_and_user_channels_reach_erm_stationary_points(kind):
     d = 20
     builtin = channel_for(p.task)
     ch = builtin if kind == "seq2lab" else CustomChannel(2, 1, njit(_g_mean_attention), noise=0.05)
-    data = generate_channel_dataset(p, d, 2, builtin, "quantile")
+    data = generate_dataset(p, d, 2, "quantile", channel=builtin)
     # The user channel's Hessian is a finite difference (~1e-7 relative), which
     # limits how far its fixed point can be resolved.
     tol = 1e-10 if kind == "seq2lab" else 1e-7

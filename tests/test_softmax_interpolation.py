@@ -11,7 +11,7 @@ are in docs/figures/softmax_interpolation.png (benchmarks/softmax_interpolation.
 import pytest
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import erm_statistics
+from amp_attention.erm import erm_statistics
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 
@@ -29,8 +29,8 @@ def _se_train(alpha, lam):
 
 def _erm_train(alpha, lam, d=40):
     st = erm_statistics(_problem(alpha, lam), d, [0, 1], restarts=1, keep_matrix=False)
-    assert st["all_converged"]
-    return st["mean"]["train_error"]
+    assert st.all_converged
+    return st.mean["train_error"]
 
 
 @pytest.mark.parametrize("train", [_se_train, _erm_train], ids=["SE", "ERM d=40"])

@@ -14,11 +14,10 @@ from numba import njit
 
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.channels import CustomChannel
-from amp_attention.erm_nonlinear import direct_erm_channel
+from amp_attention.erm import direct_erm
 from amp_attention.gamp import GAMPOptions, gamp_on_problem
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import direct_erm
 
 
 # ---- the user's channel: g(h) = (h_ab)_{a <= b} and its Jacobian (the whole definition)
@@ -71,7 +70,7 @@ def test_state_evolution_of_a_user_channel_matches_the_closed_form(problems):
 
 def test_erm_gamp_and_adam_on_data_reproduce_the_builtin_channel(problems):
     user, builtin = problems
-    erm = direct_erm_channel(user, D, SEED, restarts=0, tol=1e-7)
+    erm = direct_erm(user, D, SEED, restarts=0, tol=1e-7)
     ref = direct_erm(builtin, D, SEED, tol=1e-11)
     assert erm.success and erm.channel == "my-linear"
     # a relative projected gradient of 1e-7 leaves ~1e-6 in the solution

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from amp_attention.training import erm_statistics
+from amp_attention.erm import erm_statistics
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from validation_channels import N_TEST_MIN, POINTS, QUANTITIES, load_record, problem_of
 
@@ -37,17 +37,17 @@ def test_softmax_erm_at_d64_within_the_measured_finite_size_allowance():
     assert se.converged, se.status
     st = erm_statistics(problem, D, FAST_SEEDS, target_spectrum="quantile", restarts=1,
                         keep_matrix=False, n_test=N_TEST_MIN)
-    assert st["all_converged"], st["not_converged"]
+    assert st.all_converged, st.not_converged
     for q in QUANTITIES:
         fit = record["fits"][q]
         theory, se_mc = getattr(se, q), se.mc_stderr[q]
         # The small-budget SE agrees with the record's large-budget one.
         big = record["se"][q]
         assert abs(theory - big) <= 4 * math.hypot(se_mc, record["se_mc_stderr"][q]), (q, theory, big)
-        mean = st["mean"][q]
+        mean = st.mean[q]
         std64 = fit["seed_std_by_d"][str(D)]
         allowance = ((abs(fit["slope"]) + 3 * fit["slope_se"]) / D
                      + 3 * std64 / math.sqrt(SEEDS) + 3 * se_mc + 0.005 * abs(theory))
         assert abs(mean - theory) <= allowance, (q, mean, theory, allowance)
-        per_seed = np.array([getattr(r, q) for r in st["results"]])
+        per_seed = np.array([getattr(r, q) for r in st.results])
         assert np.all(np.isfinite(per_seed))

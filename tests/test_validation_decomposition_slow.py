@@ -38,7 +38,7 @@ from recording import cached_json, write_record
 
 from amp_attention.data import generate_dataset
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task
-from amp_attention.training import direct_erm
+from amp_attention.erm import direct_erm
 from amp_attention.solvers.decomposition import (
     count_outliers,
     measured_decomposition,

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from amp_attention.training import direct_erm
+from amp_attention.erm import direct_erm
 from amp_attention.solvers.state_evolution import solve_state_evolution
 from validation_linear import POINTS, QUANTITIES, finite_d_problem, load_record, problem_of
 

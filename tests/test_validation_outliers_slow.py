@@ -26,7 +26,7 @@ from recording import cached_json, write_record
 
 from amp_attention.data import generate_dataset
 from amp_attention.spec import Learner, Problem, SpikedTarget, Task
-from amp_attention.training import direct_erm
+from amp_attention.erm import direct_erm
 from amp_attention.solvers.outliers import measured_outliers, predict_outliers
 from amp_attention.solvers.state_evolution import solve_state_evolution
 

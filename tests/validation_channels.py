@@ -3,7 +3,7 @@
 Points: softmax seq2seq L = 2 and L = 3, seq2lab L = 2; kappa0 = 0.5, beta = 1,
 output noise Delta = 0.1, kappa = 1; alpha in {0.25, 0.5, 1}; lam in {0.05, 0.2}
 (softmax) or {0.01, 0.05} (seq2lab).
-ERM (erm_nonlinear.direct_erm_channel, 1 random restart + the small start,
+ERM (erm.direct_erm, 1 random restart + the small start,
 test error on max(n, 100000) fresh samples) at d in {48, 64, 96, 128}, 6 seeds
 each; for kappa0 = 0.5 and even d the quantile target has exactly d/2 zero
 eigenvalues, so no integer-rank shift arises (cf. the linear validation).
@@ -29,7 +29,7 @@ import numpy as np
 from recording import cached_json
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import erm_statistics
+from amp_attention.erm import erm_statistics
 from amp_attention.solvers.extrapolation import fit_inverse_d
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
@@ -78,8 +78,8 @@ def run_point(name: str, seeds: dict[int, int] = SEEDS) -> dict:
     def erm_run(d: int, seed: int) -> dict:
         st = erm_statistics(problem, d, [seed], target_spectrum="quantile", restarts=1,
                             keep_matrix=False, n_test=max(N_TEST_MIN, round(problem.alpha * d * d)))
-        assert st["all_converged"], (name, d, st["not_converged"])
-        r = st["results"][0]
+        assert st.all_converged, (name, d, st.not_converged)
+        r = st.results[0]
         return {"d": d, "seed": r.seed, **{q: getattr(r, q) for q in QUANTITIES},
                 "test_error_stderr": r.test_error_stderr,
                 "restart_loss_spread": max(r.restart_losses) - min(r.restart_losses)}

@@ -24,7 +24,7 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.denoisers import denoiser_for
-from amp_attention.erm_nonlinear import generate_channel_dataset
+from amp_attention.data import generate_dataset
 from amp_attention.gamp import GAMPOptions, gamp
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.solvers.state_evolution import MonteCarloOptions, se_iterates
@@ -49,7 +49,7 @@ def gamp_trajectory(name: str, d: int, seed: int) -> np.ndarray:
     """(T + 1, 3): m_t, q_t, V_t of undamped GAMP from Shat = 0, V = 1."""
     problem = CASES[name]
     ch = channel_for(problem.task)
-    data = generate_channel_dataset(problem, d, seed, ch, "quantile")
+    data = generate_dataset(problem, d, seed, "quantile", channel=ch)
     res = gamp(data.X, data.y, ch, denoiser_for(problem.learner),
                options=GAMPOptions(max_iter=T, tol=1e-300, adaptive=False), S0=data.S0)
     return np.array([[h.m, h.q, h.V] for h in res.history[:T + 1]])

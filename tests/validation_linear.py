@@ -16,7 +16,7 @@ import numpy as np
 
 from amp_attention.spec import CustomTarget, Learner, Problem, Task, WishartTarget
 from amp_attention.targets import target_measure
-from amp_attention.training import direct_erm
+from amp_attention.erm import direct_erm
 from amp_attention.solvers.extrapolation import fit_inverse_d
 from amp_attention.solvers.state_evolution import solve_state_evolution
 

@@ -19,7 +19,7 @@ Solvers: kappa = 1 is convex; its minimiser is found by GAMP (whose fixed
 points are the ERM's stationary points; the KKT residual of the ERM objective
 is recorded and must be < 1e-6) and, at d <= 400, cross-checked by FISTA
 (``direct_erm``).  kappa < 1 is non-convex: FISTA with the rank-capped prox
-and L-BFGS over W (``direct_erm_channel``) are both run.
+and L-BFGS over W (``direct_erm``) are both run.
 
 Per run: matrix MSE, m, q, train error, GAMP's V and V_hat, and the excess
 kurtosis 12 sum e^4 / (sum e^2)^2 of h(Shat - S0) over fresh tokens (e the
@@ -121,12 +121,13 @@ def _stats(S: np.ndarray, S0: np.ndarray) -> dict:
 def run_gamp(family: str, d: int, seed: int, alpha: float = ALPHA) -> dict:
     from amp_attention.channels import channel_for
     from amp_attention.denoisers import denoiser_for
-    from amp_attention.erm_nonlinear import generate_channel_dataset, kkt_residual
+    from amp_attention.data import generate_dataset
+    from amp_attention.erm import kkt_residual
     from amp_attention.gamp import GAMPOptions, gamp
 
     p = problem(family, d, 1.0, alpha)
     ch, den = channel_for(p.task), denoiser_for(p.learner)
-    data = generate_channel_dataset(p, d, seed, ch, "quantile")
+    data = generate_dataset(p, d, seed, "quantile", channel=ch)
     t0 = time.time()
     res = gamp(data.X, data.y, ch, den, options=GAMPOptions(max_iter=1000, tol=1e-9))
     kkt = math.inf if res.S is None else kkt_residual(data.X, data.y, res.S, ch, p.learner.lam,
@@ -150,7 +151,7 @@ def _forward(X: np.ndarray, S: np.ndarray) -> np.ndarray:
 
 def run_fista(family: str, d: int, seed: int, kappa: float = 1.0, alpha: float = ALPHA) -> dict:
     from amp_attention.data import generate_dataset
-    from amp_attention.training import direct_erm
+    from amp_attention.erm import direct_erm
 
     p = problem(family, d, kappa, alpha)
     data = generate_dataset(p, d, seed, "quantile")
@@ -168,12 +169,13 @@ def run_lbfgs(family: str, d: int, seed: int, kappa: float, alpha: float = ALPHA
 def lbfgs_on_W(p: Problem, d: int, seed: int, restarts: int) -> dict:
     """Direct ERM over W (L-BFGS, 1 + ``restarts`` starts) on the run's own data set."""
     from amp_attention.channels import channel_for
-    from amp_attention.erm_nonlinear import direct_erm_channel, generate_channel_dataset
+    from amp_attention.data import generate_dataset
+    from amp_attention.erm import direct_erm
 
     ch = channel_for(p.task)
-    data = generate_channel_dataset(p, d, seed, ch, "quantile")  # the run's own data and S0
+    data = generate_dataset(p, d, seed, "quantile", channel=ch)  # the run's own data and S0
     t0 = time.time()
-    r = direct_erm_channel(p, d, seed, channel=ch, restarts=restarts, tol=1e-7, max_iter=20000,
+    r = direct_erm(p, d, seed, channel=ch, restarts=restarts, tol=1e-7, max_iter=20000,
                            data=data, n_test=2)
     return {"solver": "lbfgs-W", "converged": bool(r.converged), "iterations": r.iterations,
             "residual": r.residual, "seconds": time.time() - t0, "n": r.n,

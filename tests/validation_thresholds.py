@@ -34,7 +34,7 @@ import numpy as np
 from recording import cached_json
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import erm_statistics
+from amp_attention.erm import erm_statistics
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from amp_attention.solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
 
@@ -45,7 +45,7 @@ SEEDS = 2
 LAMS = {"linear": (1e-3, 1e-4), "softmax": (1e-5, 1e-6)}
 MC = MonteCarloOptions(12, 4)
 #: second attempt for a softmax run that did not converge with the defaults of
-#: direct_erm_channel (zero-ish start + 3 random starts, 5000 iterations each):
+#: direct_erm (zero-ish start + 3 random starts, 5000 iterations each):
 #: the zero-ish start alone with 50000 iterations.  Near interpolation at lam =
 #: 1e-6 the relative projected gradient falls slowly (2.5e-6 after 5000
 #: iterations at d = 48, 9e-8 <= tol after 14000); in the runs that converged
@@ -97,8 +97,8 @@ def draw(name: str, factor: float, d: int, seed: int) -> dict:
         def erm(lam=lam, **kw):
             st = erm_statistics(problem_of(name, factor * a_c, lam), d, [seed],
                                 target_spectrum="quantile", keep_matrix=False, **kw)
-            r = st["results"][0]
-            return {q: getattr(r, q), "converged": bool(st["all_converged"]),
+            r = st.results[0]
+            return {q: getattr(r, q), "converged": bool(st.all_converged),
                     "residual": float(r.residual), "iterations": int(r.iterations)}
         key = f"{name}_f{factor}_d{d}_s{seed}_lam{lam:g}"
         vals[lam] = _cached(key, erm)

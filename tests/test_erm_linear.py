@@ -1,4 +1,4 @@
-"""Direct ERM at finite d, linear channel (THEORY 2)."""
+"""Direct ERM at finite d, linear channel (THEORY 2): the least-squares path of amp_attention.erm."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from scipy.optimize import minimize
 from amp_attention.data import generate_dataset
 from amp_attention.operators import linear_loss_and_grad, measure, preactivations, upper_triangle
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import ERMResult, direct_erm, erm_statistics
+from amp_attention.erm import ERMResult, direct_erm, erm_statistics
 
 
 def _problem(L: int = 1, kappa: float = 1.0, lam: float = 0.05, alpha: float = 1.0,
@@ -137,23 +137,28 @@ def test_nonconverged_is_flagged() -> None:
 def test_result_dict_and_statistics() -> None:
     prob = _problem(L=1, lam=0.1, alpha=0.5)
     stats = erm_statistics(prob, 8, [0, 1, 2])
-    assert stats["all_converged"] and stats["not_converged"] == []
-    res = stats["results"]
+    assert stats.all_converged and stats.not_converged == ()
+    res = stats.results
     assert all(isinstance(r, ERMResult) for r in res)
     # the statistics must be those of independent runs at the requested seeds
     mse = np.array([direct_erm(prob, 8, s).matrix_mse for s in (0, 1, 2)])
     assert [r.seed for r in res] == [0, 1, 2]
-    assert stats["mean"]["matrix_mse"] == pytest.approx(mse.mean(), rel=1e-12)
-    assert stats["stderr"]["matrix_mse"] == pytest.approx(mse.std(ddof=1) / math.sqrt(3),
+    assert stats.mean["matrix_mse"] == pytest.approx(mse.mean(), rel=1e-12)
+    assert stats.stderr["matrix_mse"] == pytest.approx(mse.std(ddof=1) / math.sqrt(3),
                                                           rel=1e-9)
     dct = res[0].to_dict()
     assert "S" not in dct
     assert dct["status"] == "converged" and dct["message"] == ""
-    assert all(type(v) in (int, float, bool) for k, v in dct.items() if k not in ("status",
-                                                                                  "message"))
+    text = ("status", "message", "channel", "method")
+    assert all(type(dct[k]) is str for k in text)
+    per_start = [k for k in dct if k.startswith("restart_")]
+    assert all(type(v) is list and all(type(x) in (int, float, bool) for x in v)
+               for k, v in dct.items() if k in per_start)
+    assert all(type(v) in (int, float, bool) for k, v in dct.items()
+               if k not in text and k not in per_start)
     assert type(dct["converged"]) is bool and type(dct["iterations"]) is int
     one = erm_statistics(prob, 8, [4], keep_matrix=False)
-    assert one["stderr"]["q"] == 0.0 and one["results"][0].S is None
+    assert one.stderr["q"] == 0.0 and one.results[0].S is None
 
 
 def test_bad_input() -> None:
@@ -171,8 +176,8 @@ def test_bad_input() -> None:
     with pytest.raises(ValueError, match="d=8"):
         direct_erm(prob, 9, 0, data=data)
     soft = Problem(Task("softmax", L=2), WishartTarget(0.5), Learner(), alpha=0.5)
-    with pytest.raises(ValueError, match="direct_erm_channel"):
-        direct_erm(soft, 8, 0)
+    with pytest.raises(ValueError, match=r"data.y must have shape \(\d+, 4\)"):
+        direct_erm(soft, 8, 0, data=generate_dataset(_problem(L=2), 8, 0))  # linear labels
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         direct_erm(prob, 8, 0, data=data)  # a converged run emits no warning

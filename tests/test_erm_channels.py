@@ -2,7 +2,7 @@
 
 The channels used here are small independent reference implementations written
 for this file (pure NumPy, the duck-typed interface of
-:class:`amp_attention.erm_nonlinear.ChannelLike`), so that the ERM code is tested
+``amp_attention.channels.base.DATA_MEMBERS``), so that the ERM code is tested
 against the interface and not against the production channel objects.
 """
 
@@ -15,16 +15,9 @@ import pytest
 
 from amp_attention.channels import channel_for
 from amp_attention.data import generate_dataset
-from amp_attention.erm_nonlinear import (
-    ChannelERMResult,
-    direct_erm_channel,
-    generate_channel_dataset,
-    objective_S,
-    objective_W,
-)
+from amp_attention.erm import ERMResult, direct_erm, objective_S, objective_W
 from amp_attention.operators import preactivations
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.training import ERMResult, direct_erm
 
 
 # ------------------------------------------------------------- reference channels
@@ -198,7 +191,7 @@ def test_noiseless_teacher_student(chname: str, alpha: float, kappa: float) -> N
     d, L = 16, 2
     ch = RefSoftmax(L, 1.0, 0.0) if chname == "softmax" else RefSeq2Lab(L, 1.0, 0.0)
     prob = _problem(chname, L=L, kappa=kappa, lam=1e-6, alpha=alpha, noise=0.0)
-    res = direct_erm_channel(prob, d, 3, channel=ch, restarts=1)
+    res = direct_erm(prob, d, 3, channel=ch, restarts=1)
     assert res.converged and res.residual <= 1e-7
     assert res.train_error < 1e-8
     assert res.test_error < 1e-7
@@ -211,17 +204,17 @@ def test_restarts_keep_the_best(kappa: float, param: str) -> None:
     d = 24
     ch = RefSoftmax(2, 1.0, 0.1)
     prob = _problem(kappa=kappa, lam=0.05 if param == "factorised" else 0.002, param=param)
-    res = direct_erm_channel(prob, d, 0, channel=ch, restarts=3)
+    res = direct_erm(prob, d, 0, channel=ch, restarts=3)
     assert len(res.restart_losses) == len(res.restart_converged) == len(res.restart_iterations) == 4
     assert all(res.restart_converged)
     assert res.loss == min(res.restart_losses)
     assert res.restart_losses[res.best_restart] == res.loss
     # the reported loss is R(Shat)/n of the returned matrix
-    data = generate_channel_dataset(prob, d, 0, ch)
+    data = generate_dataset(prob, d, 0, channel=ch)
     R, _ = objective_S(data.X, data.y, res.S, ch, prob.learner.lam, param)
     assert R / data.n == pytest.approx(res.loss, rel=1e-10)
     # every start is reproducible on its own: a single-start run equals start 0
-    single = direct_erm_channel(prob, d, 0, channel=ch, restarts=0, data=data)
+    single = direct_erm(prob, d, 0, channel=ch, restarts=0, data=data)
     assert single.restart_losses == res.restart_losses[:1]
     assert res.loss <= single.loss
 
@@ -235,11 +228,11 @@ def test_linear_channel_matches_direct_erm(L: int, kappa: float, method: str) ->
     data = generate_dataset(prob, d, 2)
     ch = RefLinear(L, noise)
     # same draws: the generic generator reproduces the linear-channel dataset
-    data2 = generate_channel_dataset(prob, d, 2, ch)
+    data2 = generate_dataset(prob, d, 2, channel=ch)
     assert np.array_equal(data.S0, data2.S0) and np.array_equal(data.X, data2.X)
     assert np.array_equal(data.y, data2.y)
     ref = direct_erm(prob, d, 2, data=data)
-    res = direct_erm_channel(prob, d, 2, channel=ch, data=data, restarts=1, tol=1e-8, method=method)
+    res = direct_erm(prob, d, 2, channel=ch, data=data, restarts=1, tol=1e-8, method=method)
     assert res.converged
     assert res.matrix_mse == pytest.approx(ref.matrix_mse, rel=1e-5)
     assert res.loss == pytest.approx(ref.loss, rel=1e-9)
@@ -255,7 +248,7 @@ def test_elementwise_linear_matches_direct_erm() -> None:
     prob = _problem("linear", L=2, lam=0.01, noise=noise, param="elementwise")
     data = generate_dataset(prob, d, 5)
     ref = direct_erm(prob, d, 5, data=data, tol=1e-12)
-    res = direct_erm_channel(prob, d, 5, channel=RefLinear(2, noise), data=data, restarts=1, tol=1e-8)
+    res = direct_erm(prob, d, 5, channel=RefLinear(2, noise), data=data, restarts=1, tol=1e-8)
     assert res.converged and res.method == "lbfgs-S"
     assert res.matrix_mse == pytest.approx(ref.matrix_mse, rel=1e-5)
     assert res.loss == pytest.approx(ref.loss, rel=1e-9)
@@ -265,8 +258,8 @@ def test_result_fields_and_nonconvergence() -> None:
     d = 12
     ch = RefSeq2Lab(2, 1.0, 0.1)
     prob = _problem("seq2lab", kappa=0.5)
-    res = direct_erm_channel(prob, d, 1, channel=ch, restarts=1, keep_matrix=False)
-    assert isinstance(res, ERMResult) and isinstance(res, ChannelERMResult)
+    res = direct_erm(prob, d, 1, channel=ch, restarts=1, keep_matrix=False)
+    assert isinstance(res, ERMResult) and isinstance(res, ERMResult)
     assert res.S is None and res.method == "lbfgs-W" and res.channel == "seq2lab"
     assert res.n_test == 20000 and res.test_error_stderr > 0
     # noisy test error = clean + noise variance x #outputs, up to Monte-Carlo error
@@ -276,7 +269,7 @@ def test_result_fields_and_nonconvergence() -> None:
     import json
     json.dumps(out)
     with pytest.warns(RuntimeWarning, match="did not converge"):
-        bad = direct_erm_channel(prob, d, 1, channel=ch, restarts=0, max_iter=2)
+        bad = direct_erm(prob, d, 1, channel=ch, restarts=0, max_iter=2)
     assert not bad.converged and bad.residual > 1e-7 and bad.iterations <= 2
 
 
@@ -284,45 +277,45 @@ def test_bad_input() -> None:
     ch = RefSoftmax(2, 1.0, 0.1)
     prob = _problem()
     with pytest.raises(ValueError, match="d must"):
-        direct_erm_channel(prob, 8.0, 0, channel=ch)
+        direct_erm(prob, 8.0, 0, channel=ch)
     with pytest.raises(ValueError, match="seed"):
-        direct_erm_channel(prob, 8, -1, channel=ch)
+        direct_erm(prob, 8, -1, channel=ch)
     with pytest.raises(ValueError, match="restarts"):
-        direct_erm_channel(prob, 8, 0, channel=ch, restarts=-1)
+        direct_erm(prob, 8, 0, channel=ch, restarts=-1)
     with pytest.raises(ValueError, match="restarts"):
-        direct_erm_channel(prob, 8, 0, channel=ch, restarts=True)
+        direct_erm(prob, 8, 0, channel=ch, restarts=True)
     with pytest.raises(ValueError, match="tol"):
-        direct_erm_channel(prob, 8, 0, channel=ch, tol=0.0)
+        direct_erm(prob, 8, 0, channel=ch, tol=0.0)
     with pytest.raises(ValueError, match="max_iter"):
-        direct_erm_channel(prob, 8, 0, channel=ch, max_iter=0)
+        direct_erm(prob, 8, 0, channel=ch, max_iter=0)
     with pytest.raises(ValueError, match="method"):
-        direct_erm_channel(prob, 8, 0, channel=ch, method="adam")
+        direct_erm(prob, 8, 0, channel=ch, method="adam")
     with pytest.raises(ValueError, match="init_scale"):
-        direct_erm_channel(prob, 8, 0, channel=ch, init_scale=-1.0)
+        direct_erm(prob, 8, 0, channel=ch, init_scale=-1.0)
     with pytest.raises(ValueError, match="problem"):
-        direct_erm_channel("softmax", 8, 0, channel=ch)
+        direct_erm("softmax", 8, 0, channel=ch)
     with pytest.raises(ValueError, match="channel must provide"):
-        direct_erm_channel(prob, 8, 0, channel=object())
+        direct_erm(prob, 8, 0, channel=object())
     with pytest.raises(ValueError, match="channel has L=3"):
-        direct_erm_channel(prob, 8, 0, channel=RefSoftmax(3, 1.0, 0.1))
+        direct_erm(prob, 8, 0, channel=RefSoftmax(3, 1.0, 0.1))
     with pytest.raises(ValueError, match="channel has noise"):
-        direct_erm_channel(prob, 8, 0, channel=RefSoftmax(2, 1.0, 0.2))
+        direct_erm(prob, 8, 0, channel=RefSoftmax(2, 1.0, 0.2))
     with pytest.raises(ValueError, match="channel is 'seq2lab'"):
-        direct_erm_channel(prob, 8, 0, channel=RefSeq2Lab(2, 1.0, 0.1))
-    data = generate_channel_dataset(prob, 8, 0, ch)
+        direct_erm(prob, 8, 0, channel=RefSeq2Lab(2, 1.0, 0.1))
+    data = generate_dataset(prob, 8, 0, channel=ch)
     with pytest.raises(ValueError, match="d=8"):
-        direct_erm_channel(prob, 10, 0, channel=ch, data=data)
+        direct_erm(prob, 10, 0, channel=ch, data=data)
     with pytest.raises(ValueError, match="data.y"):
-        direct_erm_channel(_problem("seq2lab"), 8, 0, channel=RefSeq2Lab(2, 1.0, 0.1), data=data)
+        direct_erm(_problem("seq2lab"), 8, 0, channel=RefSeq2Lab(2, 1.0, 0.1), data=data)
     with pytest.raises(ValueError, match="target_spectrum"):
-        generate_channel_dataset(prob, 8, 0, ch, target_spectrum="exact")
+        generate_dataset(prob, 8, 0, target_spectrum="exact", channel=ch)
 
 
 @pytest.mark.parametrize("L", [1, 3])
 def test_linear_population_error_is_exact_and_matches_sampling(L: int) -> None:
     """The linear channel's closed-form test error against a 400k-sample Monte-Carlo
     estimate of the same expectation (a wrapper hides the closed form)."""
-    from amp_attention.erm_nonlinear import population_error
+    from amp_attention.erm import population_error
 
     rng = np.random.default_rng(0)
     d = 20

@@ -1,0 +1,662 @@
+"""Direct finite-d ERM for every output channel (THEORY 2): one module, one driver.
+
+Objective, in THEORY's exact normalisation (no 1/n, no 1/d):
+
+    R(S) = sum_mu l(y_mu, h_mu(S)) + P(S),   l(y, h) = 1/2 ||y - g(h)||^2,
+    h_mu,ab(S) = (x_mu,a^T S x_mu,b - delta_ab Tr S) / sqrt(d)   (all L x L entries),
+
+with the learner's penalty
+
+* factorised: S = W^T W / sqrt(p d), W in R^{p x d}, p = max(1, round(kappa d)),
+      P(S) = lam d Tr S = (lam / sqrt(kappa)) ||W||_F^2;
+* elementwise: S symmetric, unconstrained, P(S) = lam d ||S||_F^2 / 2.
+
+Writing f(S) = sum_mu l(y_mu, h_mu(S)) and G_mu,ab = d l / d h_ab (all L^2 entries
+treated as independent, as the channel returns them), the gradient on Sym(d) is
+grad f(S) = A*(G) (:func:`~amp_attention.operators.preactivations_adjoint`) and
+
+    dR/dS = A*(G) + lam d I (factorised),   A*(G) + lam d S (elementwise),
+    dR/dW = 2 W (dR/dS) / sqrt(p d)          (chain rule through S = W^T W / sqrt(p d)).
+
+Memory is O(n L d + d^2): S enters only through (nL x d) @ (d x d) products.
+The minimisers and the stopping rule live in :mod:`amp_attention.optim`; what
+is chosen depends on what the channel can do (``convex``, ``outputs_are_h``),
+never on its name (see :func:`direct_erm`).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable
+
+import numpy as np
+
+from .channels.base import DATA_MEMBERS, Channel, check_channel, optional_member
+from .checks import check_count, check_dimension, check_seed
+from .data import Dataset, generate_dataset, sample_tokens
+from .operators import (measure, measure_adjoint, preactivations, preactivations_adjoint,
+                        top_eigenvalue_sym)
+from .optim import (Evaluator, OptimRun, ProjectedGradientCriterion, apg_psd,
+                    conjugate_gradient, lbfgs_over, projected_gradient_criterion)
+from .result import Result, Status, outcome
+from .spec import Problem
+
+__all__ = [
+    "ERMResult",
+    "ERMStatistics",
+    "channel_loss_and_grad",
+    "direct_erm",
+    "erm_statistics",
+    "kkt_residual",
+    "objective_S",
+    "objective_W",
+    "population_error",
+    "rank_cap",
+]
+
+#: seed tag of the fresh test set used for the population error
+TEST_SEED_TAG = 0x7E57
+#: minimum number of test samples
+N_TEST_MIN = 20000
+#: solver choices for the factorised learner
+METHODS = ("auto", "apg", "lbfgs")
+
+#: numeric fields of ERMResult averaged by :func:`erm_statistics`
+STAT_FIELDS = ("matrix_mse", "train_error", "test_error", "loss", "m", "q", "rank_fraction",
+               "trace_per_d", "iterations", "residual")
+
+
+@dataclass(frozen=True, eq=False)
+class ERMResult(Result):
+    """Outcome of one direct-ERM run at dimension d (:func:`direct_erm`); success /
+    status / message as in :class:`~amp_attention.result.Result` (status converged or
+    max_iter).
+
+    matrix_mse ||Shat - S0||_F^2 / d; train_error (1/n) sum_mu ||y_mu - g(h_mu(Shat))||^2;
+    test_error the clean population error E||g(h(S0)) - g(h(Shat))||^2 (exact for a
+    channel with ``population_error``, else a Monte-Carlo estimate on ``n_test``
+    fresh samples with standard error ``test_error_stderr``); test_error_noisy
+    the same with fresh noisy labels; loss R/n; m = Tr(S0 Shat)/d, q =
+    Tr(Shat^2)/d; rank_fraction, trace_per_d; iterations and residual of the run
+    kept; restart_losses / restart_converged / restart_iterations of every start,
+    best_restart the one kept; channel (name), method ("apg", "cg", "lbfgs-W",
+    "lbfgs-S"), seconds (wall time of the call); S the matrix (keep_matrix).
+    """
+
+    d: int
+    n: int
+    seed: int
+    matrix_mse: float
+    train_error: float
+    test_error: float
+    loss: float
+    m: float
+    q: float
+    rank_fraction: float
+    trace_per_d: float
+    iterations: int
+    residual: float
+    S: np.ndarray | None = field(default=None, repr=False)
+    channel: str = ""
+    n_test: int = 0
+    test_error_stderr: float = math.nan
+    test_error_noisy: float = math.nan
+    restart_losses: tuple[float, ...] = ()
+    restart_converged: tuple[bool, ...] = ()
+    restart_iterations: tuple[int, ...] = ()
+    best_restart: int = 0
+    method: str = ""
+    seconds: float = math.nan
+
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("S",)
+
+
+def stopping_status(converged: bool, residual: float, tol: float,
+                    iterations: int) -> dict[str, Any]:
+    """success / status / message of an iterative minimiser with a residual stopping rule."""
+    return outcome(converged, Status.MAX_ITER,
+                   f"residual {residual:.3e} > tol {tol:.1e} after {iterations} iterations")
+
+
+def rank_cap(problem: Problem, d: int) -> int | None:
+    """p = max(1, round(kappa d)) for a factorised learner with kappa < 1, else None."""
+    lr = problem.learner
+    if lr.parameterisation == "factorised" and lr.kappa < 1.0:
+        return max(1, int(round(lr.kappa * d)))
+    return None
+
+
+# ------------------------------------------------------------------ evaluators
+
+
+class ChannelEvaluator:
+    """f(S) = sum_mu l(y_mu, h_mu(S)) through the full L x L pre-activations and the
+    channel's ``batch_loss_and_grad_h``; grad f = A*(G); with evaluation counters.
+
+    h is kept separate so that APG can extrapolate h(y_k) from cached h(x_k),
+    h(x_{k-1}) without a forward product.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray, channel: Channel):
+        self.X, self.y, self.channel = X, y, channel
+        self.d = int(X.shape[2])
+        self.n_forward = 0
+        self.n_adjoint = 0
+
+    def forward(self, S: np.ndarray) -> np.ndarray:
+        self.n_forward += 1
+        return preactivations(self.X, S)
+
+    def loss_from_h(self, H: np.ndarray) -> tuple[float, np.ndarray]:
+        loss, G = self.channel.batch_loss_and_grad_h(self.y, H)
+        return float(np.sum(loss)), G
+
+    def adjoint(self, G: np.ndarray) -> np.ndarray:
+        self.n_adjoint += 1
+        return preactivations_adjoint(self.X, G)
+
+    def f_and_grad(self, S: np.ndarray) -> tuple[float, np.ndarray]:
+        f, G = self.loss_from_h(self.forward(S))
+        return f, self.adjoint(G)
+
+    def operator_norm_sq(self, rng: np.random.Generator, iters: int = 30) -> float:
+        """lambda_max(A*A) on Sym(d) for the full L x L pre-activation map."""
+        return top_eigenvalue_sym(lambda v: preactivations_adjoint(self.X, preactivations(self.X, v)),
+                                  self.d, rng, iters)
+
+
+class LeastSquaresEvaluator(ChannelEvaluator):
+    """The fast path of a channel whose outputs are h itself (``outputs_are_h``):
+    f(S) = 1/2 ||y - B(S)||^2 with B the K upper-triangle pre-activations
+    (:func:`~amp_attention.operators.measure`), so only K of the L^2 entries of h
+    are formed.  Same f and grad f as :class:`ChannelEvaluator` with the linear
+    channel, to rounding."""
+
+    def forward(self, S: np.ndarray) -> np.ndarray:
+        self.n_forward += 1
+        return measure(self.X, S)
+
+    def loss_from_h(self, H: np.ndarray) -> tuple[float, np.ndarray]:
+        R = H - self.y
+        return 0.5 * float(np.sum(R * R)), R
+
+    def adjoint(self, G: np.ndarray) -> np.ndarray:
+        self.n_adjoint += 1
+        return measure_adjoint(self.X, G)
+
+    def operator_norm_sq(self, rng: np.random.Generator, iters: int = 30) -> float:
+        """lambda_max(B*B) on Sym(d) for the upper-triangle measurements."""
+        return top_eigenvalue_sym(lambda v: measure_adjoint(self.X, measure(self.X, v)), self.d,
+                                  rng, iters)
+
+
+def evaluator_for(X: np.ndarray, y: np.ndarray, channel: Channel) -> ChannelEvaluator:
+    """The least-squares evaluator for ``outputs_are_h`` channels, else the generic one."""
+    if optional_member(channel, "outputs_are_h"):
+        return LeastSquaresEvaluator(X, y, channel)
+    return ChannelEvaluator(X, y, channel)
+
+
+# ------------------------------------------------------------------- objective
+
+
+def channel_loss_and_grad(
+    X: np.ndarray, y: np.ndarray, S: np.ndarray, channel: Channel
+) -> tuple[float, np.ndarray]:
+    """f(S) = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 and grad f(S) = A*(G) on Sym(d)."""
+    return ChannelEvaluator(X, y, channel).f_and_grad(S)
+
+
+def objective_S(
+    X: np.ndarray,
+    y: np.ndarray,
+    S: np.ndarray,
+    channel: Channel,
+    lam: float,
+    parameterisation: str = "factorised",
+) -> tuple[float, np.ndarray]:
+    """R(S) and dR/dS on Sym(d) (Frobenius gradient).
+
+    factorised: R = f(S) + lam d Tr S, dR/dS = A*(G) + lam d I;
+    elementwise: R = f(S) + lam d ||S||_F^2 / 2, dR/dS = A*(G) + lam d S.
+    """
+    d = X.shape[2]
+    f, g = channel_loss_and_grad(X, y, S, channel)
+    if parameterisation == "factorised":
+        return f + lam * d * float(np.trace(S)), g + lam * d * np.eye(d)
+    if parameterisation == "elementwise":
+        return f + 0.5 * lam * d * float(np.sum(S * S)), g + lam * d * S
+    raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
+
+
+def objective_W(
+    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float
+) -> tuple[float, np.ndarray]:
+    """R(W) = f(W^T W / sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2 and dR/dW = 2 W (dR/dS) / sqrt(p d)."""
+    p, d = W.shape
+    c = math.sqrt(p * d)
+    R, Z = objective_S(X, y, (W.T @ W) / c, channel, lam, "factorised")
+    return R, (2.0 / c) * (W @ Z)
+
+
+def kkt_residual(
+    X: np.ndarray,
+    y: np.ndarray,
+    S: np.ndarray,
+    channel: Channel,
+    lam: float,
+    parameterisation: str = "factorised",
+    rank: int | None = None,
+    seed: int = 0,
+) -> float:
+    """First-order (KKT) residual of the ERM objective of THEORY 2 at S.
+
+    The relative projected-gradient norm that :func:`direct_erm` stops on
+    (:class:`~amp_attention.optim.ProjectedGradientCriterion`): ||S - prox_t(S - t grad f(S))||_F / (t g0) for the
+    factorised learner (PSD, trace penalty lam d, optional rank cap), or
+    ||grad f(S) + lam d S||_F / g0 for the element-wise one; zero exactly at
+    stationary points.  ``seed`` drives the power iteration for t.
+    """
+    ev = ChannelEvaluator(X, y, check_channel(channel, X.shape[1], DATA_MEMBERS))
+    if parameterisation not in ("factorised", "elementwise"):
+        raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
+    crit = projected_gradient_criterion(ev, lam * X.shape[2], rank, parameterisation == "elementwise",
+                      np.random.default_rng([seed, 0x11B]))
+    _, gradf = ev.f_and_grad(np.asarray(S, dtype=float))
+    return crit(np.asarray(S, dtype=float), gradf)
+
+
+# ------------------------------------------------------------------ solvers
+
+
+def _solve_ridge(ev: Evaluator, thr: float, tol: float, max_iter: int,
+                 progress: bool) -> OptimRun:
+    """The element-wise learner with a least-squares f: (B*B + lam d I) S = B* y by
+    conjugate gradient; its relative residual is the stopping rule's."""
+    S, ok, its, res = conjugate_gradient(lambda V: ev.adjoint(ev.forward(V)) + thr * V,
+                                         ev.adjoint(ev.y), tol, max_iter, progress)
+    f, gf = ev.f_and_grad(S)
+    return OptimRun(S=S, objective=f + 0.5 * thr * float(np.sum(S * S)), converged=ok,
+                    iterations=its, residual=res, gradf=gf)
+
+
+def _sym(M: np.ndarray) -> np.ndarray:
+    return 0.5 * (M + M.T)
+
+
+def _solve_W(
+    ev: Evaluator,
+    W0: np.ndarray,
+    thr: float,
+    crit: ProjectedGradientCriterion,
+    tol: float,
+    max_iter: int,
+    progress: bool,
+) -> OptimRun:
+    """L-BFGS over W in R^{p x d}: R(W) = f(W^T W/sqrt(pd)) + lam d Tr(W^T W)/sqrt(pd)."""
+    p, d = W0.shape
+    c = math.sqrt(p * d)
+    eye = np.eye(d)
+
+    def to_S(w: np.ndarray) -> np.ndarray:
+        W = w.reshape(p, d)
+        return _sym((W.T @ W) / c)
+
+    return lbfgs_over(ev, W0, to_S, lambda S: thr * float(np.trace(S)),
+                       lambda w, S, gf: (2.0 / c) * (w.reshape(p, d) @ (gf + thr * eye)),
+                       crit, tol, max_iter, progress, "W")
+
+
+def _solve_S_elementwise(
+    ev: Evaluator,
+    S_init: np.ndarray,
+    thr: float,
+    crit: ProjectedGradientCriterion,
+    tol: float,
+    max_iter: int,
+    progress: bool,
+) -> OptimRun:
+    """L-BFGS over the d x d matrix with S = sym(v): R = f(S) + lam d ||S||_F^2 / 2.
+
+    Optimising over all d^2 entries with the symmetric gradient is the Frobenius
+    metric of Sym(d) (off-diagonal pairs counted twice), better conditioned than
+    the d(d+1)/2 upper-triangle coordinates; the gradient is symmetric, so the
+    iterates stay symmetric up to rounding and the antisymmetric part is flat.
+    """
+    d = S_init.shape[0]
+    return lbfgs_over(ev, S_init, lambda v: _sym(v.reshape(d, d)),
+                       lambda S: 0.5 * thr * float(np.sum(S * S)),
+                       lambda v, S, gf: gf + thr * S, crit, tol, max_iter, progress, "S")
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def population_error(
+    channel: Channel, S0: np.ndarray, S: np.ndarray, n_test: int, L: int, seed: int,
+    chunk: int = 4096,
+) -> tuple[float, float, float]:
+    """(clean error, its MC standard error, noisy error) on a fresh test set.
+
+    Tokens (n_test, L, d) are drawn at once from default_rng([seed, 0x7E57]), then
+    the test labels chunk by chunk; h is formed per chunk to bound memory.
+    A channel with an exact ``population_error(S0, S)`` (linear) is not sampled:
+    its clean error is exact (standard error 0) and the noisy one adds K Delta.
+    """
+    exact = optional_member(channel, "population_error")
+    if exact is not None:
+        clean = exact(S0, S)
+        return clean, 0.0, clean + channel.K * channel.noise
+    d = S0.shape[0]
+    rng = np.random.default_rng([seed, TEST_SEED_TAG])
+    X = sample_tokens(n_test, L, d, rng)
+    clean = np.empty(n_test)
+    noisy = np.empty(n_test)
+    for a in range(0, n_test, chunk):
+        Xc = X[a:a + chunk]
+        H0 = preactivations(Xc, S0)
+        g_hat = channel.outputs(preactivations(Xc, S))
+        clean[a:a + chunk] = np.sum((channel.outputs(H0) - g_hat) ** 2, axis=1)
+        y = channel.sample_labels(H0, rng)
+        noisy[a:a + chunk] = np.sum((y - g_hat) ** 2, axis=1)
+    return float(clean.mean()), float(clean.std(ddof=1) / math.sqrt(n_test)), float(noisy.mean())
+
+
+# ------------------------------------------------------------------------ driver
+
+
+def _check_channel_matches(channel: Channel, task) -> None:
+    if isinstance(task.channel, str) and channel.name != task.channel:
+        raise ValueError(f"channel is {channel.name!r} but problem.task.channel is {task.channel!r}")
+    if not math.isclose(float(channel.noise), task.noise, rel_tol=1e-12, abs_tol=0.0):
+        raise ValueError(f"channel has noise={channel.noise} but problem.task.noise={task.noise}")
+    # beta and noise_at are optional on the channel; when present they must match the task
+    if getattr(channel, "noise_at", task.noise_at) != task.noise_at:
+        raise ValueError(f"channel has noise_at={channel.noise_at!r} but problem.task.noise_at={task.noise_at!r}")
+    beta = getattr(channel, "beta", None)
+    if beta is not None and not math.isclose(float(beta), task.beta, rel_tol=1e-12, abs_tol=0.0):
+        raise ValueError(f"channel has beta={beta} but problem.task.beta={task.beta}")
+
+
+def _choose_solver(channel: Channel, problem: Problem, method: str, cap: int | None) -> str:
+    elementwise = problem.learner.parameterisation == "elementwise"
+    convex = bool(optional_member(channel, "convex"))
+    if elementwise:
+        return "cg" if convex and optional_member(channel, "outputs_are_h") else "lbfgs-S"
+    if method == "apg" or (method == "auto" and (convex or cap is None)):
+        return "apg"
+    return "lbfgs-W"
+
+
+def _start(solver: str, r: int, p: int, d: int, init_scale: float, seed: int,
+           S_init: np.ndarray | None) -> np.ndarray:
+    """Start r of a solver: the zero-ish start (r = 0) or a small random one."""
+    rng = np.random.default_rng([seed, 0x5EED, r])
+    if solver == "lbfgs-W":
+        return (1e-4 if r == 0 else init_scale) * rng.standard_normal((p, d))
+    if r == 0:
+        return np.zeros((d, d)) if S_init is None else S_init
+    if solver == "apg":
+        W0 = init_scale * rng.standard_normal((d, d))
+        return (W0.T @ W0) / d
+    A = rng.standard_normal((d, d)) * (init_scale / math.sqrt(d))
+    return (A + A.T) / math.sqrt(2.0)
+
+
+def direct_erm(
+    problem: Problem,
+    d: int,
+    seed: int,
+    *,
+    channel: Channel | None = None,
+    restarts: int | None = None,
+    tol: float | None = None,
+    max_iter: int | None = None,
+    data: Dataset | None = None,
+    keep_matrix: bool = True,
+    target_spectrum: str = "sampled",
+    method: str = "auto",
+    init_scale: float = 0.3,
+    n_test: int | None = None,
+    S_init: np.ndarray | None = None,
+    progress: bool = False,
+) -> ERMResult:
+    """Minimise R(S) = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 + P(S) on one finite-d draw.
+
+    The channel is ``problem.task``'s (``channel`` overrides it with an object
+    that has the data members of the contract, e.g. an independent reference).
+
+    Learner (``problem.learner``): factorised, P = lam d Tr S over S = W^T W /
+    sqrt(p d), p = max(1, round(kappa d)); or elementwise, P = lam d ||S||_F^2 / 2.
+
+    Solvers (``method="auto"``).  A convex channel (``convex``: the linear one)
+    takes accelerated proximal gradient over PSD S with the (rank-capped) prox
+    for every kappa, and for the element-wise learner conjugate gradient on the
+    ridge normal equations when its outputs are h itself (``outputs_are_h``:
+    the evaluator then forms only the K upper-triangle entries of h).
+    Otherwise, kappa < 1: L-BFGS over W (p x d).  kappa >= 1 (``"apg"``):
+    accelerated proximal gradient over PSD S -- the nuclear-norm prox
+    sets the discarded eigenvalues exactly to zero, so the low-rank minimisers
+    that lam > 0 produces are reached at a linear rate, whereas over W the
+    vanishing directions of W decay only at the rate of the smallest dual
+    eigenvalue; ``method="lbfgs"`` uses L-BFGS over W with p = d (same problem:
+    no rank cap).  Elementwise: L-BFGS over S.
+
+    Starts.  The objective is non-convex for non-linear channels (and over W),
+    so ``1 + restarts`` runs are made (``restarts`` defaults to 0 for a convex
+    channel, 3 otherwise; ``tol`` and ``max_iter`` default to 1e-9 and 20000
+    for a convex channel, 1e-7 and 5000 otherwise): start 0 is the zero-ish start (S = 0 for
+    APG and the elementwise learner, W = 1e-4 N(0,1) over W -- W = 0 itself is a
+    stationary point), starts 1..restarts are small random starts W =
+    init_scale N(0, 1) (S = W^T W / sqrt(p d); elementwise: S symmetric with
+    N(0, init_scale^2 / d) entries) from default_rng([seed, 0x5EED, r]).  The run
+    with the lowest R is kept; every run's R/n, flag and iteration count are
+    reported (``restart_losses``, ``restart_converged``, ``restart_iterations``).
+
+    Stopping rule (relative projected-gradient norm, evaluated after every
+    iteration): with Lambda = lambda_max(A*A) (power iteration) and t = 1/Lambda,
+        factorised:  res = ||S - prox_t(S - t grad f(S))||_F / (t g0),
+                     prox_t(B) = psd_soft_threshold(B, t lam d, rank = p if kappa < 1),
+                     g0 = ||grad f(0)||_F + lam d sqrt(d);
+        elementwise: res = ||grad f(S) + lam d S||_F / g0,  g0 = ||grad f(0)||_F,
+    and converged means res <= tol.  (S - prox_t(...))/t is the gradient mapping of
+    the PSD (rank-capped) problem: it vanishes exactly at its stationary points
+    and, unlike the W-gradient, also certifies S = 0 and the zero eigenvalues.
+    A run that ends above tol (``max_iter`` per start, or stagnation) is flagged
+    ``converged=False`` and, if it is the one kept, a RuntimeWarning is issued.
+
+    Reported: matrix_mse = ||Shat - S0||_F^2 / d; train_error = (1/n) sum_mu
+    ||y_mu - g(h_mu(Shat))||^2; test_error = E||g(h(S0)) - g(h(Shat))||^2 (clean),
+    estimated on n_test = max(n, 20000) fresh samples from default_rng([seed,
+    0x7E57]) with standard error ``test_error_stderr`` = std/sqrt(n_test)
+    (``test_error_noisy``: same with fresh noisy labels); loss = R/n; m, q,
+    trace_per_d; rank_fraction = (number of nonzero eigenvalues of
+    prox_t(S - t grad f(S)))/d for the factorised learner (the rank identified
+    at the solution; over W tiny residual eigenvalues would otherwise count),
+    #(|eigenvalue| > 1e-9 max) / d for the elementwise one.  A channel with an
+    exact ``population_error`` (linear) reports it instead of a test set
+    (standard error 0).  ``S_init`` replaces start 0 of APG (a warm start).
+    """
+    d = check_dimension(d)
+    seed = check_seed(seed)
+    if not isinstance(problem, Problem):
+        raise ValueError("problem must be a Problem")
+    task = problem.task
+    channel = task.channel_object if channel is None else check_channel(channel, task.L, DATA_MEMBERS)
+    _check_channel_matches(channel, task)
+    convex = bool(optional_member(channel, "convex"))
+    restarts = check_count("restarts", 0 if restarts is None and convex else
+                           3 if restarts is None else restarts, 0)
+    max_iter = check_count("max_iter", (20000 if convex else 5000) if max_iter is None
+                           else max_iter, 1)
+    if tol is None:
+        tol = 1e-9 if convex else 1e-7
+    try:
+        tol = float(tol)
+    except (TypeError, ValueError):
+        raise ValueError(f"tol must be a number > 0, got {tol!r}") from None
+    if not (tol > 0.0 and math.isfinite(tol)):
+        raise ValueError(f"tol must be a number > 0, got {tol!r}")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    if method == "apg" and problem.learner.parameterisation == "elementwise":
+        raise ValueError("method='apg' applies to the factorised learner only (elementwise uses L-BFGS)")
+    init_scale = float(init_scale)
+    if not (init_scale > 0.0 and math.isfinite(init_scale)):
+        raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
+    if data is None:
+        data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
+    elif not isinstance(data, Dataset):
+        raise ValueError("data must be a Dataset")
+    elif data.d != d or data.seed != seed:
+        raise ValueError(f"data was generated with d={data.d}, seed={data.seed}; got d={d}, seed={seed}")
+    if data.L != task.L:
+        raise ValueError(f"data has L={data.L} tokens but the problem has L={task.L}")
+    M = int(channel.M)
+    if data.y.ndim != 2 or data.y.shape != (data.n, M):
+        raise ValueError(f"data.y must have shape ({data.n}, {M}) for this channel, got {data.y.shape}")
+    if S_init is not None:
+        S_init = np.array(S_init, dtype=float)
+        if S_init.shape != (d, d):
+            raise ValueError(f"S_init must have shape ({d}, {d}), got {S_init.shape}")
+        S_init = 0.5 * (S_init + S_init.T)
+    n_test = max(data.n, N_TEST_MIN) if n_test is None else check_count("n_test", n_test, 2)
+
+    t_start = time.time()
+    lr = problem.learner
+    thr = lr.lam * d
+    X, y = data.X, data.y
+    ev = evaluator_for(X, y, channel)
+    elementwise = lr.parameterisation == "elementwise"
+    cap = rank_cap(problem, d)
+    crit = projected_gradient_criterion(ev, thr, cap, elementwise, np.random.default_rng([seed, 0x11B]))
+    solver = _choose_solver(channel, problem, method, cap)
+    p = cap if cap is not None else d
+
+    runs: list[OptimRun] = []
+    for r in range(restarts + 1):
+        x0 = _start(solver, r, p, d, init_scale, seed, S_init)
+        if solver == "lbfgs-W":
+            run = _solve_W(ev, x0, thr, crit, tol, max_iter, progress)
+        elif solver == "apg":
+            # the curvature bound 1/t is tight for a quadratic f: growing the step
+            # there only buys rejected steps and stalls the momentum (measured: 354
+            # iterations to 1e-9 without growth, no convergence in 20000 with it)
+            run = apg_psd(ev, x0, thr, cap, crit, tol, max_iter, progress,
+                          step_growth=1.0 if convex else 1.05)
+        elif solver == "cg":
+            run = _solve_ridge(ev, thr, tol, max_iter, progress)
+        else:
+            run = _solve_S_elementwise(ev, x0, thr, crit, tol, max_iter, progress)
+        if progress:
+            print(f"[erm] start {r}: R/n={run.objective / data.n:.12e} "
+                  f"converged={run.converged} its={run.iterations} res={run.residual:.2e}",
+                  file=sys.stderr)
+        runs.append(run)
+    best_i = int(np.argmin([run.objective for run in runs]))
+    best = runs[best_i]
+    if not best.converged:
+        warnings.warn(
+            f"direct_erm did not converge (d={d}, seed={seed}, start {best_i}): "
+            f"residual {best.residual:.3e} > tol {tol:.1e} after {best.iterations} iterations",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    S = best.S
+    D = S - data.S0
+    train = float(np.sum((y - channel.outputs(preactivations(X, S))) ** 2)) / data.n
+    if elementwise:
+        ev_abs = np.abs(np.linalg.eigvalsh(S))
+        rank = int(np.sum(ev_abs > 1e-9 * max(1.0, float(ev_abs.max(initial=0.0)))))
+    else:
+        rank = crit.support(S, best.gradf)
+    test, test_se, test_noisy = population_error(channel, data.S0, S, n_test, task.L, seed)
+    return ERMResult(
+        d=d,
+        n=data.n,
+        seed=seed,
+        matrix_mse=float(np.sum(D * D)) / d,
+        train_error=train,
+        test_error=test,
+        loss=best.objective / data.n,
+        m=float(np.sum(data.S0 * S)) / d,
+        q=float(np.sum(S * S)) / d,
+        rank_fraction=rank / d,
+        trace_per_d=float(np.trace(S)) / d,
+        iterations=int(best.iterations),
+        residual=float(best.residual),
+        S=S if keep_matrix else None,
+        **stopping_status(best.converged, best.residual, tol, best.iterations),
+        channel=str(channel.name),
+        n_test=int(n_test),
+        test_error_stderr=test_se,
+        test_error_noisy=test_noisy,
+        restart_losses=tuple(run.objective / data.n for run in runs),
+        restart_converged=tuple(bool(run.converged) for run in runs),
+        restart_iterations=tuple(int(run.iterations) for run in runs),
+        best_restart=best_i,
+        method=solver,
+        seconds=time.time() - t_start,
+    )
+
+
+# ------------------------------------------------------------------ statistics
+
+
+@dataclass(frozen=True)
+class ERMStatistics:
+    """:func:`direct_erm` over seeds: per-field mean and standard error.
+
+    ``mean`` / ``stderr``: {field: value} over :data:`STAT_FIELDS`, stderr =
+    std(ddof=1)/sqrt(#seeds) (0 for a single seed); ``not_converged``: the seeds
+    whose run did not converge; ``results``: every :class:`ERMResult`.
+    """
+
+    d: int
+    n: int
+    seeds: tuple[int, ...]
+    mean: dict[str, float]
+    stderr: dict[str, float]
+    not_converged: tuple[int, ...]
+    results: tuple[ERMResult, ...] = field(repr=False)
+
+    @property
+    def all_converged(self) -> bool:
+        return not self.not_converged
+
+
+def erm_statistics(
+    problem: Problem,
+    d: int,
+    seeds: Iterable[int],
+    *,
+    wrap: Callable[[list[int]], Iterable[int]] | None = None,
+    **kw: Any,
+) -> ERMStatistics:
+    """Run :func:`direct_erm` (keyword arguments ``kw``) for each seed; mean and
+    standard error of each numeric field.  ``wrap`` (e.g. a progress bar) sees the
+    seeds as they are run; a RuntimeWarning names the seeds that did not converge."""
+    d = check_dimension(d)
+    seeds = list(seeds)
+    if not seeds:
+        raise ValueError("seeds must be a non-empty list of integers >= 0")
+    seeds = [check_seed(s) for s in seeds]
+    results = [direct_erm(problem, d, s, **kw) for s in (wrap(seeds) if wrap else seeds)]
+    k = len(results)
+    mean: dict[str, float] = {}
+    stderr: dict[str, float] = {}
+    for name in STAT_FIELDS:
+        v = np.array([float(getattr(r, name)) for r in results])
+        mean[name] = float(np.mean(v))
+        stderr[name] = float(np.std(v, ddof=1) / math.sqrt(k)) if k > 1 else 0.0
+    bad = tuple(r.seed for r in results if not r.converged)
+    if bad:
+        warnings.warn(f"erm_statistics: seeds {list(bad)} did not converge", RuntimeWarning,
+                      stacklevel=2)
+    return ERMStatistics(d=d, n=results[0].n, seeds=tuple(seeds), mean=mean, stderr=stderr,
+                         not_converged=bad, results=tuple(results))
