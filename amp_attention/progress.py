@@ -7,9 +7,10 @@ from typing import Iterable
 
 
 def progress_bar(iterable: Iterable | None = None, *, total: int | None = None, **kw):
-    """A tqdm bar on stderr (``disable=None``: silent when stderr is not a terminal, so
-    logs and pipes stay clean); keyword arguments go to tqdm (``desc``, ``unit``, ...)."""
+    """A tqdm bar on stderr (``disable=None``, the default: silent when stderr is not a
+    terminal, so logs and pipes stay clean; True: never shown); keyword arguments go to
+    tqdm (``desc``, ``unit``, ...)."""
     from tqdm import tqdm  # lazily: the CLI answers --help without loading it
 
-    return tqdm(iterable, total=total, file=sys.stderr, disable=None, leave=False,
-                dynamic_ncols=True, **kw)
+    kw.setdefault("disable", None)
+    return tqdm(iterable, total=total, file=sys.stderr, leave=False, dynamic_ncols=True, **kw)

@@ -20,7 +20,8 @@ import numpy as np
 
 from amp_attention.heads import (NWKernel, NWTask, allocation_check, compare_weightings,
                                  random_heads, rotation_sweep)
-from amp_attention.heads.cli import _plain, allocation_table, weighting_table
+from amp_attention.cli.heads import allocation_table, weighting_table
+from amp_attention.jsonsafe import json_safe as _plain
 from amp_attention.heads.plots import plot_allocation, plot_rotation
 
 ROOT = Path(__file__).resolve().parent.parent

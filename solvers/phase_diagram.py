@@ -37,6 +37,7 @@ import numpy as np
 from amp_attention.spec import Problem
 
 from amp_attention.files import atomic_write_json
+from amp_attention.runner import run_tasks
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 #: fields stored per point and in the npz (SE result names)
@@ -193,23 +194,8 @@ def run_phase_diagram(
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
     tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
              if not all(point_file(out, j, dr, i).exists() for i in range(len(plan.alphas)))]
-    computed = 0
-    if tasks:
-        if executor is None and workers == 0:
-            done: Iterable = (run_sweep(plan, str(out), j, dr) for j, dr in tasks)
-            for c in (progress(done, len(tasks)) if progress else done):
-                computed += c
-        else:
-            own = executor is None
-            ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
-            try:
-                futures = [ex.submit(run_sweep, plan, str(out), j, dr) for j, dr in tasks]
-                stream = cf.as_completed(futures)
-                for fut in (progress(stream, len(futures)) if progress else stream):
-                    computed += fut.result()
-            finally:
-                if own:
-                    ex.shutdown(wait=True, cancel_futures=True)
+    computed = sum(run_tasks(run_sweep, [(plan, str(out), j, dr) for j, dr in tasks],
+                             executor=executor, workers=workers, progress=progress))
     meta = assemble(plan, out, thresholds)
     meta["computed"] = computed
     return meta

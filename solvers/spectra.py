@@ -12,6 +12,7 @@ interrupted check resumes.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import json
 import math
@@ -23,6 +24,7 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import atomic_write_json
+from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
 from .predicted_spectrum import PredictedSpectrum
@@ -93,19 +95,33 @@ def run_measures(pred: PredictedSpectrum, run: dict, zero_tol: float) -> dict:
     return out
 
 
+def train_spectrum_run(problem: Problem, d: int, seed: int, adam: AdamOptions,
+                       target_spectrum: str, out: str) -> None:
+    """One Adam-trained layer of a spectrum check, saved atomically to its run file
+    (a task of :func:`~amp_attention.runner.run_tasks`)."""
+    res = train_layer(problem, d, seed, options=adam, target_spectrum=target_spectrum)
+    atomic_write_json(spectrum_run_file(Path(out), d, seed),
+                      {**res.to_dict(), "p": max(1, int(round(problem.learner.kappa * d))),
+                       "history": []})
+
+
 def run_spectrum_check(
     plan: SpectrumPlan,
     out: Path,
     *,
     se: SEResult | None = None,
-    wrap: Callable[[list], Iterable] | None = None,
+    executor: cf.Executor | None = None,
+    workers: int = 0,
+    progress: Callable[[Iterable, int], Iterable] | None = None,
 ) -> dict:
     """Solve the SE with spectrum (unless ``se``, such a solution of
     ``plan.problem``, is given), train (or resume) every (d, seed) run into
     ``out/runs``, and return the summary: parameters, predicted atoms, the
     per-run Kolmogorov distances and their per-d means with standard errors,
     ``trained`` (runs performed by this call).  Also writes ``out/spectrum.json``
-    and the overlay figure ``out/spectrum.png``."""
+    and the overlay figure ``out/spectrum.png``.  The runs go through
+    :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``,
+    ``progress`` as there: in this process by default)."""
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     if se is None:
@@ -118,13 +134,9 @@ def run_spectrum_check(
     pred = PredictedSpectrum.from_se(plan.problem, se)
     todo = [(d, s) for d in plan.ds for s in range(plan.seeds)
             if not spectrum_run_file(out, d, s).exists()]
-    kappa = plan.problem.learner.kappa
-    for d, s in (wrap(todo) if wrap else todo):
-        res = train_layer(plan.problem, d, s, options=plan.adam,
-                          target_spectrum=plan.target_spectrum)
-        atomic_write_json(spectrum_run_file(out, d, s),
-                          {**res.to_dict(), "p": max(1, int(round(kappa * d))),
-                           "history": []})
+    run_tasks(train_spectrum_run, [(plan.problem, d, s, plan.adam, plan.target_spectrum, str(out))
+                                   for d, s in todo],
+              executor=executor, workers=workers, progress=progress)
     runs = [json.loads(spectrum_run_file(out, d, s).read_text())
             for d in plan.ds for s in range(plan.seeds)]
     measures = [run_measures(pred, r, plan.zero_tol) for r in runs]

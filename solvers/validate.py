@@ -15,6 +15,7 @@ alpha, and the 1/d extrapolation of the test error).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import json
 import math
@@ -26,6 +27,7 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import atomic_write_csv, atomic_write_json
+from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
 from .extrapolation import fit_inverse_d
@@ -96,22 +98,33 @@ def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
     return out / "runs" / f"a{alpha:.6g}_d{d}_s{seed}.json"
 
 
+def train_run(problem: Problem, alpha: float, d: int, seed: int, adam: AdamOptions,
+              target_spectrum: str, out: str) -> None:
+    """One Adam-trained layer of a validation sweep, saved atomically to its run file
+    (a task of :func:`~amp_attention.runner.run_tasks`)."""
+    res = train_layer(_at(problem, alpha), d, seed, options=adam, target_spectrum=target_spectrum)
+    atomic_write_json(run_file(Path(out), alpha, d, seed), {"alpha": alpha, **res.to_dict()})
+
+
 def run_validation(
     plan: ValidationPlan,
     out: Path,
     *,
-    wrap: Callable[[list], Iterable] | None = None,
+    executor: cf.Executor | None = None,
+    workers: int = 0,
+    progress: Callable[[Iterable, int], Iterable] | None = None,
 ) -> dict:
     """Run (or resume) the plan into directory ``out``; return the summary dict
     (also written to validate.json), including ``trained``: how many runs this
-    call actually performed."""
+    call actually performed.  The runs go through
+    :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``, ``progress``
+    as there: in this process by default)."""
     out = Path(out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     todo = [(a, d, s) for a, d, s in plan.runs() if not run_file(out, a, d, s).exists()]
-    for a, d, s in (wrap(todo) if wrap else todo):
-        res = train_layer(_at(plan.problem, a), d, s, options=plan.adam,
-                          target_spectrum=plan.target_spectrum)
-        atomic_write_json(run_file(out, a, d, s), {"alpha": a, **res.to_dict()})
+    run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out))
+                          for a, d, s in todo],
+              executor=executor, workers=workers, progress=progress)
     runs = [json.loads(run_file(out, a, d, s).read_text()) for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))

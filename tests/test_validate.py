@@ -69,3 +69,23 @@ def test_equal_precision_seed_scaling():
     assert len(plan.runs()) == 8 + 2 + 4 + 1
     with pytest.raises(ValueError, match="seed_scaling"):
         ValidationPlan(PLAN.problem, alphas=(0.3,), ds=(12,), seed_scaling="linear")
+
+
+def test_dask_local_cluster_and_process_pool_match_the_in_process_run(tmp_path):
+    """The runs of a validation sweep are independent tasks (amp_attention.runner): a local
+    process pool and a Dask LocalCluster give the in-process result, bit for bit."""
+    distributed = pytest.importorskip("distributed")
+    plan = ValidationPlan(PLAN.problem, alphas=(0.4,), ds=(12, 16), seeds=2,
+                          adam=AdamOptions(lr=0.03), theory_points=2)
+    ref = run_validation(plan, tmp_path / "here")
+    pool = run_validation(plan, tmp_path / "pool", workers=2)
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    try:
+        with distributed.Client(cluster) as client:
+            dask = run_validation(plan, tmp_path / "dask", executor=client.get_executor())
+    finally:
+        cluster.close()
+    assert ref["trained"] == pool["trained"] == dask["trained"] == 4
+    for other in (pool, dask):
+        assert other["table"] == ref["table"] and other["fits"] == ref["fits"]

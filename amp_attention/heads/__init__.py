@@ -16,7 +16,7 @@ data through its key subspace Range(W_h).  This subpackage provides
 * the allocation sweep of a budget D = H d_k over the divisors of D, checked
   empirically against d_k* ~ (log n)^(2/(4+d)) (:mod:`.allocation`).
 
-The command line is ``amp-attention heads`` (:mod:`.cli`).
+The command line is ``amp-attention heads`` (:mod:`amp_attention.cli.heads`).
 """
 
 from .allocation import (AllocationResult, allocation_check, allocation_sweep, budget_heads,

@@ -23,6 +23,7 @@ from typing import Any
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
+from .common import HelpFormatter, OmittingArgumentGroup
 
 SYMBOLS = """\
 symbols
@@ -87,9 +88,8 @@ def _flag_error(exc: Exception) -> ValueError:
 # --------------------------------------------------------------------------- parser
 
 
-def add_heads_parser(sub: Any) -> None:
+def add_parser(sub: Any) -> None:
     """Register ``heads`` and its modes on the top-level subparsers action ``sub``."""
-    from ..cli import HelpFormatter
 
     # The top-level usage line lists the subcommands explicitly; add ours to it.
     if isinstance(getattr(sub, "metavar", None), str) and "heads" not in sub.metavar:
@@ -156,7 +156,6 @@ def add_heads_parser(sub: Any) -> None:
 
 def _simulation_parent(mode: str) -> argparse.ArgumentParser:
     """The flags of the simulation modes; each mode gets only those it reads."""
-    from ..cli import OmittingArgumentGroup
 
     p = argparse.ArgumentParser(add_help=False)
     # allocation sweeps --n-values; only weighting ranks heads on validation points
@@ -273,8 +272,8 @@ def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[li
 
 
 def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None):
-    from .nadaraya_watson import NWKernel
-    from .tasks import NWTask
+    from ..heads.nadaraya_watson import NWKernel
+    from ..heads.tasks import NWTask
 
     if args.draws < 2:
         raise ValueError(f"argument --draws: draws must be an integer >= 2, got {args.draws}")
@@ -316,7 +315,7 @@ def cmd_hdi(args: argparse.Namespace) -> int:
     """``amp-attention heads hdi FILE``: HDI, overlaps and principal angles of key matrices."""
     import numpy as np
 
-    from .diversity import (as_head_stack, head_diversity_index, pairwise_overlaps,
+    from ..heads.diversity import (as_head_stack, head_diversity_index, pairwise_overlaps,
                             pairwise_principal_angles)
 
     try:
@@ -339,7 +338,7 @@ def cmd_hdi(args: argparse.Namespace) -> int:
     pairs = [[h, g, overlaps[h, g], *np.degrees(angles[h, g])]
              for h in range(H) for g in range(h + 1, H)]
     if args.out is not None:
-        from .plots import plot_overlaps
+        from ..heads.plots import plot_overlaps
 
         out = _out_dir(args, "hdi")
         _write(out, "hdi", payload, ["h", "h2", "overlap",
@@ -364,8 +363,8 @@ def cmd_rotation(args: argparse.Namespace) -> int:
     """``amp-attention heads rotation``: MSE decomposition vs HDI."""
     import numpy as np
 
-    from .ensemble import rotation_sweep
-    from .plots import plot_rotation
+    from ..heads.ensemble import rotation_sweep
+    from ..heads.plots import plot_rotation
 
     if args.H < 2 or args.dk < 1:
         raise ValueError(f"argument --H/--dk: need H >= 2 and d_k >= 1, got H = {args.H}, "
@@ -416,8 +415,8 @@ def cmd_rotation(args: argparse.Namespace) -> int:
 
 def cmd_allocation(args: argparse.Namespace) -> int:
     """``amp-attention heads allocation``: MSE vs H at fixed D, argmin vs the law."""
-    from .allocation import allocation_check
-    from .plots import plot_allocation
+    from ..heads.allocation import allocation_check
+    from ..heads.plots import plot_allocation
 
     d_model = args.D if args.d_model is None else args.d_model
     if args.D < 1 or args.D > d_model:
@@ -465,8 +464,8 @@ def allocation_table(table: list[dict], law: str) -> str:
 
 def cmd_weighting(args: argparse.Namespace) -> int:
     """``amp-attention heads weighting``: uniform vs geometric vs Fibonacci weights."""
-    from .ensemble import compare_weightings, random_heads
-    from .plots import plot_weighting
+    from ..heads.ensemble import compare_weightings, random_heads
+    from ..heads.plots import plot_weighting
 
     if args.H < 1 or args.dk < 1:
         raise ValueError(f"argument --H/--dk: need H >= 1 and d_k >= 1, got H = {args.H}, "

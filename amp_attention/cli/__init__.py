@@ -1,0 +1,101 @@
+"""Command-line interface ``amp-attention`` (console script; also ``python -m amp_attention.cli``).
+
+One module per subcommand (``se``, ``erm``, ``amp``, ``validate``, ``spectrum``,
+``thresholds``, ``phase_diagram``, ``scaling``, ``quickstart``, ``heads``), each
+with ``add_parser(sub, ...)`` and ``run(args) -> exit code``: parse, call the
+API, print.  Shared flags, errors and output helpers are in :mod:`.common`.
+
+Exit codes: 0 success; 2 bad input (argparse errors, any ValueError raised by
+the problem specification, a file that cannot be written); 3 the computation
+ran but did not converge (the results are still printed).  The CLI is the top
+floor of the package: with the experiments it drives, it is the only part of
+``amp_attention`` that imports ``amp_attention.solvers``, and only inside
+functions, so that ``--help`` answers without loading the scientific stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import (amp, erm, heads, phase_diagram, quickstart, scaling, se, spectrum, thresholds,
+               validate)
+from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, print_error,
+                     problem_from_args, problem_parent)
+
+__all__ = ["build_parser", "main", "problem_from_args"]
+
+
+TOP_DESCRIPTION = f"""\
+High-dimensional theory engine for tied single-head attention: state evolution
+(d -> infinity predictions) and finite-d direct ERM to compare it with.
+
+{MODEL}
+
+subcommands
+  se          state-evolution fixed point of one problem (errors, overlaps, spectra)
+  erm         direct ERM at finite d over several seeds (mean +- standard error)
+  amp         GAMP on a synthetic data set, side by side with the SE
+  validate    SE curve vs Adam-trained layers over alpha, d and seeds (resumable)
+  spectrum    predicted spectra of Shat and W (outliers), optionally vs trained layers
+  thresholds  interpolation and perfect-recovery thresholds (lam -> 0+)
+  phase-diagram
+              SE over an alpha x lam grid (resumable; local processes or Dask)
+  scaling     power-law target: e_test over decades of n, k*, decomposition, exponents
+  heads       multi-head ensembles of Nadaraya-Watson heads: HDI, MSE decomposition,
+              allocation under a budget, weighting schemes
+  quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
+
+exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
+Run `amp-attention <subcommand> --help` for the flags."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``amp-attention`` (exposed for documentation and tests)."""
+    parser = Parser(prog=PROG, description=TOP_DESCRIPTION, formatter_class=HelpFormatter)
+    from .. import __version__
+
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,scaling,quickstart}", required=True)
+    problem = problem_parent()
+    # subcommands that set alpha (and lam) themselves do not offer those flags
+    no_alpha = problem_parent(omit=("alpha",))
+    no_alpha_lam = problem_parent(omit=("alpha", "lam"))
+
+    se.add_parser(sub, problem)
+    erm.add_parser(sub, problem)
+    amp.add_parser(sub, problem)
+    validate.add_parser(sub, no_alpha)
+    spectrum.add_parser(sub, problem)
+    thresholds.add_parser(sub, no_alpha_lam)
+    phase_diagram.add_parser(sub, no_alpha_lam)
+    scaling.add_parser(sub, problem_parent(omit=("alpha", "target", "kappa0", "spikes")))
+    quickstart.add_parser(sub)
+    heads.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version and argparse usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        # resumable commands (validate, spectrum, phase-diagram) have saved every finished run
+        print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same command "
+              "to resume", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `amp-attention se --json | head -c 100`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except CLIError as exc:
+        return print_error(str(exc))
+    except ValueError as exc:  # any other validation error of the core
+        return print_error(str(exc))

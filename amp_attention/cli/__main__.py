@@ -1,0 +1,5 @@
+"""``python -m amp_attention.cli``."""
+
+from . import main
+
+raise SystemExit(main())

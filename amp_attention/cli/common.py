@@ -1,0 +1,509 @@
+"""Shared machinery of the subcommands: exit codes, errors naming the flag, the
+problem flags and their Problem, the flag-refusal rule, output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..files import atomic_write_csv
+from ..jsonsafe import json_safe as _plain
+from ..progress import progress_bar as _progress
+
+if TYPE_CHECKING:
+    from ..erm import ERMStatistics
+    from ..spec import Problem
+
+
+PROG = "amp-attention"
+
+
+EXIT_OK = 0
+
+
+EXIT_USAGE = 2
+
+
+EXIT_NOT_CONVERGED = 3
+
+
+MODEL = """\
+model (conventions: docs/theory.md)
+  A sample is L tokens x_1..x_L in R^d, i.i.d. N(0, I_d); there are n = alpha d^2
+  samples. Pre-activations h_ab(S) = (x_a^T S x_b - delta_ab Tr S)/sqrt(d).
+  Target S0: PSD with O(1) spectrum (Wishart W0^T W0/sqrt(p0 d), kappa0 = p0/d,
+  or a power law s_k ~ k^-gamma). Labels y = g(h(S0)) + noise of variance Delta.
+  Learner: tied single-head attention, W in R^{p x d}, kappa = p/d,
+  S = W^T W/sqrt(p d), yhat = g(h(S)); it minimises
+      R(W) = sum_mu 1/2 ||y_mu - yhat_mu||^2 + lam d Tr S   (= (lam/sqrt kappa)||W||_F^2).
+  The SE is the replica-symmetric d -> infinity theory of the minimiser."""
+
+
+class CLIError(Exception):
+    """Bad input: reported as one line on stderr, exit code 2."""
+
+
+TASK_FLAGS = {"channel": "--channel", "L": "--L", "beta": "--beta", "noise": "--noise",
+               "noise_at": "--noise-at"}
+
+
+WISHART_FLAGS = {"kappa0": "--kappa0"}
+
+
+POWERLAW_FLAGS = {"gamma": "--gamma", "d": "--target-d", "p0": "--p0", "Q0": "--Q0"}
+
+
+LEARNER_FLAGS = {"kappa": "--kappa", "lam": "--lam", "parameterisation": "--learner"}
+
+
+PROBLEM_FLAGS = {"alpha": "--alpha"}
+
+
+RANGES = {
+    "--L": "integers >= 1", "--beta": "(0, inf)", "--noise": "[0, 1e+12]",
+    "--kappa0": "(0, inf)", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
+    "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "(0, inf)",
+    "--lam": "[0, inf)", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
+    "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
+}
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+GAMP_DIVERGED_HINT = "try a smaller --damping, e.g. 0.5, or a larger --V0"
+
+
+SE_HINTS = {
+    "max_iter": "raise --max-iter, or lower --damping",
+    "diverged": "try --damping 0.5 or --method damped",
+    "invalid": "try --damping 0.5 or --method damped",
+}
+
+
+def se_failure(result) -> str:
+    """One line on a non-converged SE result, with the CLI's hint for its status."""
+    hint = SE_HINTS.get(result.status.value)
+    return (f"status: {one_line(result.summary)}{'; ' + hint if hint else ''}; residual "
+            f"{result.residual:.3g} after {result.iterations} iterations")
+
+
+def flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
+    """Rewrite a spec ValueError as 'argument --flag: <message> [(allowed range ...)]'."""
+    msg = one_line(str(exc))
+    flag = flags.get(msg.split(" ", 1)[0])
+    if flag is None:
+        return CLIError(msg)
+    if flag in RANGES and not any(t in msg for t in ("range", ">=", "lie in", "one of")):
+        msg += f" (allowed range {RANGES[flag]})"
+    return CLIError(f"argument {flag}: {msg}")
+
+
+def print_error(message: str) -> int:
+    print(f"{PROG}: error: {one_line(message)}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def closed_form(channel: str) -> bool:
+    """The registered channel has closed-form SE integrals (no Monte-Carlo flags)."""
+    from ..channels import channel_class, optional_member
+
+    return optional_member(channel_class(channel), "se") is not None
+
+
+class _GivenStore(argparse._StoreAction):
+    """``store`` that also records the flag as given on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _mark_given(namespace, self.dest)
+
+
+class _GivenStoreTrue(argparse._StoreTrueAction):
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _mark_given(namespace, self.dest)
+
+
+def _mark_given(namespace: argparse.Namespace, dest: str) -> None:
+    given = set(getattr(namespace, "_given", ()))
+    given.add(dest)
+    namespace._given = given
+
+
+def given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the flag with destination ``dest`` was typed by the user (not a default)."""
+    return dest in getattr(args, "_given", ())
+
+
+class Parser(argparse.ArgumentParser):
+    """ArgumentParser whose store actions remember which flags the user gave.
+
+    A flag that does not apply to the problem at hand is refused when given
+    (exit 2) instead of being accepted and ignored.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: `--n 100` must not silently become `--n-values 100`
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+        self.register("action", "store", _GivenStore)
+        self.register("action", None, _GivenStore)
+        self.register("action", "store_true", _GivenStoreTrue)
+
+
+def refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> None:
+    """CLIError naming the first flag of ``dests`` the user gave, with ``why`` it does not apply."""
+    for dest in dests:
+        if given(args, dest):
+            raise CLIError(f"argument --{dest.replace('_', '-')}: {why}")
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    def __init__(self, prog: str) -> None:
+        import shutil
+
+        width = min(100, shutil.get_terminal_size((92, 24)).columns - 2)
+        super().__init__(prog, max_help_position=30, width=max(width, 60))
+
+
+class OmittingArgumentGroup:
+    """An argument group of ``parser`` whose ``add_argument`` skips the flags whose
+    destinations are in ``omit``: parents shared by several subcommands leave out
+    what one of them does not read."""
+
+    def __init__(self, parser: argparse.ArgumentParser, title: str, omit: Sequence[str]) -> None:
+        self._group = parser.add_argument_group(title)
+        self._omit = frozenset(omit)
+
+    def add_argument(self, flag: str, **kw: Any) -> None:
+        if flag.lstrip("-").replace("-", "_") not in self._omit:
+            self._group.add_argument(flag, **kw)
+
+
+def problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The problem flags shared by the subcommands, without those in ``omit`` (dests).
+
+    A subcommand that sets a parameter itself (a grid over alpha, lam -> 0+)
+    omits its flag, so that ``--help`` shows only the flags that apply.
+    """
+    p = Parser(add_help=False)
+    g = OmittingArgumentGroup(p, "problem (task, target, learner, sample ratio)", omit)
+    from ..channels.registry import channel_names, channel_summary
+
+    g.add_argument("--channel", choices=channel_names(), default="linear",
+                   help="output function g of h: "
+                        + "; ".join(f"{c}: {channel_summary(c)}" for c in channel_names())
+                        + ". Channels without closed-form integrals (all but linear) use "
+                          "Monte-Carlo channel integrals, see --mc-* (default: linear)")
+    g.add_argument("--L", type=int, default=1, metavar="L",
+                   help="tokens per sample; L = 1 with the linear channel is the quadratic "
+                        "network (default: 1)")
+    g.add_argument("--beta", type=float, default=1.0, metavar="BETA",
+                   help="softmax inverse temperature beta, softmax/seq2lab only (default: 1)")
+    g.add_argument("--alpha", type=float, default=0.5, metavar="ALPHA",
+                   help="sample ratio alpha = n/d^2 (default: 0.5)")
+    g.add_argument("--kappa", type=float, default=1.0, metavar="KAPPA",
+                   help="learner width kappa = p/d, W in R^{p x d}; kappa < 1 caps rank(S) "
+                        "at p (default: 1)")
+    g.add_argument("--lam", type=float, default=0.1, metavar="LAM",
+                   help="regularisation lam in R = sum_mu 1/2||y_mu - yhat_mu||^2 + lam d Tr S "
+                        "(weight decay (lam/sqrt kappa)||W||_F^2; lam = lt/2 in the "
+                        "(1/d^2) sum (yhat-y)^2 + lt Tr S/d convention); elementwise learner: "
+                        "lam d ||S||_F^2/2 (default: 0.1)")
+    g.add_argument("--noise", type=float, default=0.0, metavar="DELTA",
+                   help="label-noise variance Delta, added to every output entry "
+                        "(default: 0)")
+    g.add_argument("--noise-at", choices=("output", "logit"), default="output",
+                   help="where the noise enters: on the outputs or on the pre-activations h "
+                        "(identical for the linear channel) (default: output)")
+    g.add_argument("--target", choices=("wishart", "powerlaw", "spiked"), default="wishart",
+                   help="target S0: wishart S0 = W0^T W0/sqrt(p0 d), W0 in R^{p0 x d} "
+                        "i.i.d. N(0,1); powerlaw S0 = O diag(s) O^T, s_k = c k^-gamma for "
+                        "k <= p0, O Haar; spiked: a wishart bulk whose top eigenvalues are "
+                        "replaced by --spikes (default: wishart)")
+    g.add_argument("--spikes", type=float, nargs="+", default=None, metavar="S",
+                   help="spiked target: the planted eigenvalues (default: 6 9 12)")
+    g.add_argument("--kappa0", type=float, default=None, metavar="KAPPA0",
+                   help="Wishart target width kappa0 = p0/d; Q0 = Tr(S0^2)/d = 1 + kappa0 "
+                        "(default: 0.5)")
+    g.add_argument("--gamma", type=float, default=None, metavar="GAMMA",
+                   help="power-law exponent gamma, s_k ~ k^-gamma (default: 1)")
+    g.add_argument("--p0", type=int, default=None, metavar="P0",
+                   help="power-law target rank p0 <= target-d (default: target-d, full rank)")
+    g.add_argument("--Q0", type=float, default=None, metavar="Q0",
+                   help="power-law normalisation Q0 = Tr(S0^2)/d (default: 1)")
+    g.add_argument("--target-d", type=int, default=None, metavar="D0",
+                   help="dimension at which the power-law spectrum is tabulated for the "
+                        "deterministic equivalent (default: 400)")
+    g.add_argument("--learner", choices=("factorised", "elementwise"), default="factorised",
+                   help="factorised: S = W^T W/sqrt(p d), PSD, nuclear-norm penalty lam d Tr S; "
+                        "elementwise: S symmetric, unconstrained, penalty lam d ||S||_F^2/2, "
+                        "kappa ignored (default: factorised)")
+    return p
+
+
+MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n")
+
+
+def add_mc_group(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
+    g.add_argument("--mc-log2n", type=int, default=14, metavar="M",
+                   help="2^M scrambled-Sobol points per replica for the K-dimensional channel "
+                        "expectations (common random numbers across iterations) (default: 14)")
+    g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
+                   help="independent scramblings; their spread, propagated through the "
+                        "fixed point, is the reported mc_stderr (default: 8)")
+    g.add_argument("--mc-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the scramblings (default: 0)")
+    g.add_argument("--mc-coarse-log2n", type=int, default=10, metavar="C",
+                   help="two-level solve: find the fixed point on the first 2^C points of "
+                        "every replica, then refine on all 2^M by a few quasi-Newton steps; "
+                        "C >= M iterates on all points throughout (default: 10)")
+
+
+def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
+    """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
+    from ..channels import channel_class, optional_member
+    from ..spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
+
+    if "beta" not in optional_member(channel_class(args.channel), "parameters"):
+        refuse_given(args, ("beta",), f"applies only to a channel with a temperature (the "
+                                       f"{args.channel} channel has none)")
+    if closed_form(args.channel):
+        refuse_given(args, MC_DESTS, f"applies only to channels integrated by Monte Carlo (the "
+                                      f"{args.channel} channel's integrals are in closed form)")
+    if args.learner == "elementwise":
+        refuse_given(args, ("kappa",), "applies only to --learner factorised (the elementwise "
+                                        "learner has no width)")
+    try:
+        task = Task(channel=args.channel, L=args.L, beta=args.beta, noise=args.noise,
+                    noise_at=args.noise_at)
+    except ValueError as exc:
+        raise flag_error(exc, TASK_FLAGS) from None
+    if args.spikes is not None and args.target != "spiked":
+        raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
+    if args.target in ("wishart", "spiked"):
+        for flag, value in (("--gamma", args.gamma), ("--p0", args.p0), ("--Q0", args.Q0),
+                            ("--target-d", args.target_d)):
+            if value is not None:
+                raise CLIError(f"argument {flag}: applies only to --target powerlaw "
+                               f"(got --target {args.target})")
+        kappa0 = 0.5 if args.kappa0 is None else args.kappa0
+        try:
+            if args.target == "spiked":
+                target = SpikedTarget(kappa0, tuple(args.spikes) if args.spikes else (6.0, 9.0, 12.0))
+            else:
+                target = WishartTarget(kappa0=kappa0)
+        except ValueError as exc:
+            raise flag_error(exc, {**WISHART_FLAGS, "spikes": "--spikes"}) from None
+    else:
+        if args.kappa0 is not None:
+            raise CLIError("argument --kappa0: applies only to --target wishart or spiked "
+                           "(got --target powerlaw)")
+        try:
+            target = PowerLawTarget(
+                gamma=1.0 if args.gamma is None else args.gamma,
+                d=400 if args.target_d is None else args.target_d,
+                p0=args.p0,
+                Q0=1.0 if args.Q0 is None else args.Q0,
+            )
+        except ValueError as exc:
+            raise flag_error(exc, POWERLAW_FLAGS) from None
+    try:
+        learner = Learner(kappa=args.kappa, lam=getattr(args, "lam", 0.0),
+                          parameterisation=args.learner)
+    except ValueError as exc:
+        raise flag_error(exc, LEARNER_FLAGS) from None
+    try:
+        # subcommands without --alpha (grids, lam -> 0+ limits) set alpha per point
+        alpha = getattr(args, "alpha", 0.5) if alpha is None else alpha
+        return Problem(task, target, learner, alpha=alpha)
+    except ValueError as exc:
+        raise flag_error(exc, PROBLEM_FLAGS) from None
+
+
+def check_positive_finite(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise CLIError(f"argument {flag}: must be > 0 and finite (allowed range "
+                       f"{RANGES[flag]}), got {value!r}")
+
+
+def check_min_int(flag: str, value: int, minimum: int) -> None:
+    if value < minimum:
+        raise CLIError(f"argument {flag}: must be an integer >= {minimum}, got {value!r}")
+
+
+def dumps(obj: Any, **kw: Any) -> str:
+    return json.dumps(_plain(obj), allow_nan=False, **kw)
+
+
+def fmt(v: Any) -> str:
+    import numpy as np
+
+    if isinstance(v, (bool, np.bool_)):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.10g}"
+    if v is None:
+        return "-"
+    return str(v)
+
+
+def target_text(t: dict) -> str:
+    rest = ", ".join(f"{k}={fmt(v)}" for k, v in t.items() if k != "kind" and v is not None)
+    return f"{t['kind']} ({rest})"
+
+
+def print_params(params: dict, out=None) -> None:
+    out = out or sys.stdout
+    print("parameters", file=out)
+    for k, v in params.items():
+        text = target_text(v) if k == "target" and isinstance(v, dict) else fmt(v)
+        print(f"  {k:<18} {text}", file=out)
+
+
+def prepare_path(path: Path) -> Path:
+    """Create the parent of an output file and check that the file can be written there,
+    before any computation (a long run must not end in 'cannot write')."""
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CLIError(f"cannot create directory {str(path.parent)!r}: {exc.strerror}") from None
+    if path.is_dir():
+        raise CLIError(f"cannot write {str(path)!r}: it is a directory (give a file name)")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".amp-attention-probe-"):
+            pass
+    except OSError as exc:
+        raise CLIError(f"cannot write to directory {str(path.parent)!r}: {exc.strerror}") from None
+    return path
+
+
+def mc_options(args: argparse.Namespace):
+    from amp_attention.solvers.state_evolution import MonteCarloOptions
+
+    try:
+        return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
+                                 args.mc_coarse_log2n)
+    except ValueError as exc:
+        raise CLIError(f"argument --mc-*: {one_line(str(exc))}") from None
+
+
+def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None = None) -> Path:
+    """CSV ``x,density_S,sigma,density_W`` plus a PNG with the same stem; returns the PNG path.
+
+    The first line is a comment (``#``) recording the parameters (JSON) and the
+    atom masses at 0; the densities are the continuous parts, so each integrates
+    to 1 minus its atom. sigma/density_W are empty for the elementwise learner.
+    """
+    import numpy as np
+
+    from .. import plotting
+
+    x = np.asarray(spec.eigenvalues, dtype=float)
+    rho = np.asarray(spec.density_S, dtype=float)
+    has_w = spec.singular_values is not None and spec.density_W is not None
+    sig = np.asarray(spec.singular_values, dtype=float) if has_w else None
+    rho_w = np.asarray(spec.density_W, dtype=float) if has_w else None
+    atom_w = "none" if spec.atom_at_zero_W is None else f"{spec.atom_at_zero_W:.12g}"
+    try:
+        atomic_write_csv(
+            path, ["x", "density_S", "sigma", "density_W"],
+            ([f"{x[i]:.12g}", f"{rho[i]:.12g}", f"{sig[i]:.12g}" if has_w else "",
+              f"{rho_w[i]:.12g}" if has_w else ""] for i in range(x.size)),
+            preamble=(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
+                      f"atom_at_zero_W={atom_w}; densities are the continuous parts "
+                      f"(integral = 1 - atom); params={dumps(params)}\n"))
+    except OSError as exc:
+        raise CLIError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    png = path.with_suffix(".png")
+    title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
+             f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")
+    plotting.plot_spectrum(x, rho, spec.atom_at_zero, png, sigma=sig, density_W=rho_w,
+                           atom_W=spec.atom_at_zero_W, title=title, outliers=outliers)
+    return png
+
+
+def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
+            target_spectrum: str = "sampled", progress_desc: str = "ERM seeds",
+            **solver_kw: Any) -> "ERMStatistics":
+    """:func:`amp_attention.erm.erm_statistics` with a progress bar over seeds.
+
+    Non-convergence warnings are not printed: ``all_converged`` and
+    ``not_converged`` report them (and the command's exit code).
+    """
+    from ..erm import erm_statistics
+
+    bars = []
+
+    def wrap(items):
+        bars.append(_progress(items, desc=progress_desc, unit="seed"))
+        return bars[-1]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return erm_statistics(problem, d, seeds, wrap=wrap, tol=tol, max_iter=max_iter,
+                                  **solver_kw,
+                                  keep_matrix=False, target_spectrum=target_spectrum)
+    finally:
+        for bar in bars:
+            bar.close()
+
+
+def add_execution_flags(group, default_workers: int, what: str) -> None:
+    """--workers, --scheduler, --dask-local: where the independent ``what`` of a sweep
+    run (:func:`amp_attention.runner.run_tasks`)."""
+    group.add_argument("--workers", type=int, default=default_workers,
+                       help=f"local worker processes for the {what} (0: run in this process) "
+                            f"(default: {default_workers})")
+    group.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                       help=f"run the {what} on the Dask scheduler at ADDRESS "
+                            "(e.g. tcp://host:8786; needs the [dask] extra)")
+    group.add_argument("--dask-local", action="store_true",
+                       help=f"run the {what} on a local Dask cluster of --workers processes")
+
+
+def check_execution(args: argparse.Namespace) -> None:
+    """The execution flags' own constraints (call before any computation)."""
+    check_min_int("--workers", args.workers, 0)
+    if args.scheduler and args.dask_local:
+        raise CLIError("argument --scheduler: not allowed with --dask-local")
+    if args.scheduler:
+        refuse_given(args, ("workers",), "not allowed with --scheduler (the cluster's workers "
+                                          "run the tasks)")
+
+
+@contextlib.contextmanager
+def execution(args: argparse.Namespace):
+    """(executor, workers) of the execution flags; a Dask client is closed on exit."""
+    check_execution(args)
+    if not (args.scheduler or args.dask_local):
+        yield None, args.workers
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise CLIError("argument --scheduler/--dask-local: Dask is not installed; install the "
+                       "extra: pip install 'amp-attention[dask]'") from None
+    if args.scheduler:
+        client = Client(args.scheduler)
+    else:
+        client = Client(LocalCluster(n_workers=max(1, args.workers), threads_per_worker=1,
+                                     processes=True, dashboard_address=None))
+    try:
+        yield client.get_executor(), args.workers
+    finally:
+        client.close()

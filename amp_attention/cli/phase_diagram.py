@@ -1,0 +1,106 @@
+"""``amp-attention phase-diagram``: the alpha-lam plane (resumable, any executor)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..progress import progress_bar as _progress
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
+                     add_execution_flags, add_mc_group, check_execution, closed_form, execution,
+                     flag_error, mc_options, one_line, prepare_path, problem_from_args,
+                     target_text)
+from .thresholds import threshold_row
+
+
+PHASE_DESCRIPTION = f"""\
+SE phase diagram over an alpha x lam grid: test and train error, matrix MSE,
+rank fraction, trace, loss and convergence status per point.  Each row of fixed
+lam is swept upwards and downwards in alpha with warm starts (continuation);
+where the two sweeps end on different fixed points the point is flagged
+(hysteresis) and the lower-loss one is reported.  Sweeps run in --workers local
+processes, or on a Dask cluster (--scheduler ADDRESS, or --dask-local; needs the
+[dask] extra).  Every finished point is written atomically under OUT/points/,
+so rerunning the same command resumes and Ctrl-C loses nothing finished.
+Writes OUT/phase_diagram.npz (arrays [i_alpha, j_lam]), OUT/phase_diagram.json
+(parameters, field descriptions, per-point status, thresholds) and
+OUT/phase_diagram.png (heatmaps with alpha_interp and alpha_PR drawn where
+available).
+
+{MODEL}"""
+
+
+def add_parser(sub, problem: argparse.ArgumentParser) -> None:
+    pd = sub.add_parser("phase-diagram", parents=[problem], formatter_class=HelpFormatter,
+                        help="SE over an alpha x lam grid (continuation, hysteresis, resumable)",
+                        description=PHASE_DESCRIPTION)
+    g = pd.add_argument_group("grid")
+    g.add_argument("--alpha-range", type=float, nargs=3, default=[0.05, 1.5, 32],
+                   metavar=("LO", "HI", "N"), help="grid of the sample ratio alpha = n/d^2: N "
+                   "points from LO to HI (default: 0.05 1.5 32)")
+    g.add_argument("--alpha-spacing", choices=("linear", "log"), default="linear",
+                   help="alpha grid spacing (default: linear)")
+    g.add_argument("--lam-range", type=float, nargs=3, default=[1e-3, 1.0, 32],
+                   metavar=("LO", "HI", "N"), help="lam grid: N points from LO to HI "
+                   "(default: 1e-3 1 32)")
+    g.add_argument("--lam-spacing", choices=("linear", "log"), default="log",
+                   help="lam grid spacing (default: log)")
+    g = pd.add_argument_group("solver and execution")
+    g.add_argument("--tol", type=float, default=1e-9,
+                   help="relative residual of each fixed point (default: 1e-9)")
+    g.add_argument("--max-iter", type=int, default=300, help="iterations per point (default: 300)")
+    add_execution_flags(g, 2, "sweeps")
+    g.add_argument("--out", default="amp-attention-phase-diagram", metavar="DIR",
+                   help="output directory; rerunning with the same DIR resumes "
+                        "(default: ./amp-attention-phase-diagram)")
+    add_mc_group(pd)
+    pd.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``amp-attention phase-diagram``: resumable SE grid, npz + JSON + heatmaps."""
+    from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
+
+    from .. import plotting
+
+    problem = problem_from_args(args)
+    try:
+        alphas = grid(args.alpha_range[0], args.alpha_range[1], args.alpha_range[2], args.alpha_spacing)
+    except ValueError as exc:
+        raise CLIError(f"argument --alpha-range: {one_line(str(exc))}") from None
+    try:
+        lams = grid(args.lam_range[0], args.lam_range[1], args.lam_range[2], args.lam_spacing)
+    except ValueError as exc:
+        raise CLIError(f"argument --lam-range: {one_line(str(exc))}") from None
+    check_execution(args)
+    try:
+        plan = PhaseDiagramPlan(problem, alphas, lams, args.tol, args.max_iter,
+                                None if closed_form(problem.task.channel) else mc_options(args))
+    except ValueError as exc:
+        raise flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
+                                "max_iter": "--max-iter"}) from None
+    out = prepare_path(Path(args.out) / "phase_diagram.json").parent
+    thresholds = threshold_row(problem)
+    try:
+        with execution(args) as (executor, workers):
+            meta = run_phase_diagram(plan, out, executor=executor, workers=workers,
+                                     progress=lambda it, n: _progress(it, total=n, desc="sweeps"),
+                                     thresholds=thresholds)
+    except ValueError as exc:
+        raise CLIError(f"argument --out: {one_line(str(exc))}") from None
+    from amp_attention.solvers.phase_diagram import load_phase_diagram
+
+    _, arrays = load_phase_diagram(out)
+    vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
+              "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
+    p = problem.to_dict()
+    plotting.plot_phase_diagram(alphas, lams, arrays, out / "phase_diagram.png", vlines=vlines,
+                                title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
+                                      f"{target_text(p['target'])}, Delta={p['noise']:g}")
+    print(f"{meta['computed']} point(s) solved, the others resumed from {out / 'points'}")
+    print(f"{meta['n_converged']}/{meta['n_points']} converged, {meta['n_hysteresis']} with two "
+          f"fixed points; alpha_interp = {thresholds['alpha_interp']}, "
+          f"alpha_PR = {thresholds['alpha_PR']}")
+    print(f"wrote {out / 'phase_diagram.npz'}, .json and .png", file=sys.stderr)
+    return EXIT_OK if meta["n_converged"] == meta["n_points"] else EXIT_NOT_CONVERGED

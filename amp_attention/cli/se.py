@@ -1,0 +1,174 @@
+"""``amp-attention se``: the state-evolution fixed point of one problem (table or
+JSON; optional spectrum CSV + PNG)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
+                     add_mc_group, check_min_int, check_positive_finite, closed_form, dumps, fmt,
+                     mc_options, one_line, prepare_path, print_params, problem_from_args,
+                     refuse_given, se_failure, write_spectrum)
+
+if TYPE_CHECKING:
+    from ..spec import Problem
+
+
+SE_DESCRIPTION = f"""\
+Solve the state evolution of one problem and report every result field:
+m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V and the conjugates m_hat, q_hat, V_hat;
+train_error (1/n) sum ||y - yhat||^2, test_error E||g(h(S0)) - g(h(Shat))||^2
+(clean labels), matrix_mse ||Shat - S0||_F^2/d, loss R/n, rank_fraction and
+Tr(Shat)/d, plus convergence diagnostics (converged, iterations, residual,
+status, start, metastable, alternative).
+
+{MODEL}"""
+
+
+SE_FIELD_HELP = {
+    "m": "Tr(S0 Shat)/d",
+    "q": "Tr(Shat^2)/d",
+    "V": "normalised divergence of the denoiser",
+    "m_hat": "conjugate of m",
+    "q_hat": "conjugate of q",
+    "V_hat": "conjugate of V",
+    "train_error": "(1/n) sum ||y - yhat||^2",
+    "test_error": "E||g(h(S0)) - g(h(Shat))||^2, clean",
+    "matrix_mse": "||Shat - S0||_F^2 / d = Q0 - 2m + q",
+    "loss": "R/n at the minimiser",
+    "rank_fraction": "fraction of nonzero eigenvalues of Shat",
+    "trace_per_d": "Tr(Shat)/d",
+    "converged": "fixed point reached to --tol",
+    "iterations": "fixed-point iterations",
+    "residual": "final relative residual",
+    "status": "solver status",
+    "start": "initialisation of the reported point",
+    "metastable": "the other start converged elsewhere",
+    "alternative": "the other start's fixed point",
+    "quadrature_error": "estimated quadrature error",
+    "seconds": "wall time of the solve",
+    "finite_d": "finite-d mode: d, GOE draws, seed",
+    "sampling_stderr": "finite-d mode: GOE-sampling error per field",
+    "residual_kurtosis": "excess kurtosis of h(Shat - S0) at target-d (SE: 0)",
+    "finite_size_warning": "non-empty: the SE is measurably off at target-d",
+}
+
+
+def add_parser(sub, problem: argparse.ArgumentParser) -> None:
+    se = sub.add_parser("se", parents=[problem], formatter_class=HelpFormatter,
+                        help="state-evolution fixed point of one problem",
+                        description=SE_DESCRIPTION)
+    g = se.add_argument_group("solver")
+    g.add_argument("--method", choices=("anderson", "damped"), default="anderson",
+                   help="fixed-point iteration: Anderson acceleration or damped Picard "
+                        "(default: anderson)")
+    g.add_argument("--tol", type=float, default=1e-10,
+                   help="relative residual at which the fixed point is accepted (default: 1e-10)")
+    g.add_argument("--max-iter", type=int, default=500,
+                   help="maximum fixed-point iterations (default: 500)")
+    g.add_argument("--damping", type=float, default=1.0,
+                   help="damping in (0, 1]: x <- (1-damping) x + damping T(x); lower it if the "
+                        "iteration diverges (default: 1)")
+    g.add_argument("--start", choices=("informative", "uninformative", "both"), default="both",
+                   help="initialisation: informative (Shat ~ S0), uninformative, or both "
+                        "(report the lower-loss fixed point, flag metastability) (default: both)")
+    add_mc_group(se)
+    g = se.add_argument_group("finite-d prediction (docs/theory.md, finite-size corrections)")
+    g.add_argument("--finite-d", type=int, default=None, metavar="D",
+                   help="average the denoiser side over sampled GOE matrices at dimension D "
+                        "with the target's own D eigenvalues, instead of the d -> infinity "
+                        "deterministic equivalent; reports sampling_stderr (default: off)")
+    g.add_argument("--finite-d-draws", type=int, default=8, metavar="R",
+                   help="GOE draws of the finite-d mode, fixed over the solve (default: 8)")
+    g.add_argument("--finite-d-seed", type=int, default=0, metavar="SEED",
+                   help="seed of the GOE draws (default: 0)")
+    g = se.add_argument_group("output")
+    g.add_argument("--json", action="store_true",
+                   help="print one JSON object {params, <every result field>} instead of a table")
+    g.add_argument("--spectrum", metavar="FILE", default=None,
+                   help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
+                        "sigma, density_W; header comment with params and atom masses) and a "
+                        "plot to FILE with suffix .png")
+    se.set_defaults(func=run)
+
+
+def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
+    params = {**problem.to_dict(), "method": args.method, "tol": args.tol,
+              "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
+    if not closed_form(problem.task.channel):
+        params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
+                      mc_coarse_log2n=args.mc_coarse_log2n)
+    return params
+
+
+def run(args: argparse.Namespace) -> int:
+    """``amp-attention se``: one SE fixed point; table or JSON; optional spectrum files."""
+    problem = problem_from_args(args)
+    check_positive_finite("--tol", args.tol)
+    check_min_int("--max-iter", args.max_iter, 1)
+    if not (math.isfinite(args.damping) and 0.0 < args.damping <= 1.0):
+        raise CLIError(f"argument --damping: must lie in (0, 1], got {args.damping!r}")
+    spectrum_path = Path(args.spectrum) if args.spectrum else None
+    if spectrum_path is not None:
+        prepare_path(spectrum_path)
+
+    # the CLI is the top floor: it may see solvers
+    from amp_attention.solvers.state_evolution import solve_state_evolution
+
+    finite_d = None
+    if args.finite_d is not None:
+        from ..finite_size import FiniteSizeOptions
+
+        if spectrum_path is not None:
+            raise CLIError("argument --spectrum: not allowed with --finite-d (the predicted "
+                           "spectra come from the deterministic equivalent)")
+        try:
+            finite_d = FiniteSizeOptions(args.finite_d, args.finite_d_draws, args.finite_d_seed)
+        except ValueError as exc:
+            raise CLIError(f"argument --finite-d: {one_line(str(exc))}") from None
+    else:
+        refuse_given(args, ("finite_d_draws", "finite_d_seed"), "applies only with --finite-d")
+    mc = mc_options(args)
+    result = solve_state_evolution(problem, method=args.method, tol=args.tol,
+                                   max_iter=args.max_iter, damping=args.damping,
+                                   start=args.start, spectrum=spectrum_path is not None,
+                                   mc=mc, finite_d=finite_d)
+
+    params = _se_params(problem, args)
+    if spectrum_path is not None:
+        params["spectrum"] = str(spectrum_path)
+    fields = result.to_dict()
+    info = sys.stderr if args.json else sys.stdout
+    if args.json:
+        print(dumps({"params": params, **fields}))
+    else:
+        _print_se_table(params, fields)
+    if spectrum_path is not None and result.spectrum is not None:
+        png = write_spectrum(spectrum_path, result.spectrum, params)
+        print(f"{PROG}: wrote {spectrum_path} and {png}", file=info)
+    if result.finite_size_warning:
+        print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
+    if not result.converged:
+        print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
+              "values above are the last iterate, not a fixed point", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+def _print_se_table(params: dict, fields: dict) -> None:
+    print_params(params)
+    print("state evolution (d -> infinity)")
+    for k, v in fields.items():
+        if k == "alternative":
+            continue
+        print(f"  {k:<18} {fmt(v):<22} {SE_FIELD_HELP.get(k, '')}")
+    alt = fields.get("alternative")
+    if alt:
+        print(f"  alternative        other start ({alt.get('start')}): "
+              + ", ".join(f"{k}={fmt(v)}" for k, v in alt.items() if k != "start"))
+    else:
+        print("  alternative        -")

@@ -1,0 +1,133 @@
+"""``amp-attention thresholds``: interpolation and perfect-recovery thresholds over a
+kappa0 grid."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..files import atomic_write_csv, atomic_write_text
+from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, dumps, fmt, one_line, prepare_path,
+                     print_params, problem_from_args, refuse_given)
+
+if TYPE_CHECKING:
+    from ..spec import Problem
+
+
+THRESHOLDS_DESCRIPTION = f"""\
+Interpolation threshold alpha_interp (largest sample ratio alpha = n/d^2 at
+which ERM with lam -> 0+ fits noisy labels exactly, e_train -> 0) and
+perfect-recovery threshold alpha_PR (smallest alpha at which ERM with lam -> 0+
+recovers S0 from noiseless labels, e_test -> 0) from the lam -> 0+ limit
+equations of the SE (docs/theory.md section 12).  alpha is the output and
+lam -> 0+, so neither is a flag here; alpha_PR uses the problem with Delta = 0.
+Any target works (wishart, spiked, powerlaw); --kappa0-grid needs a wishart or
+spiked target.  Channels: linear, and softmax with its labels in the range of
+the softmax (--noise-at logit, or --noise 0).  With --kappa-grid, --kappa0-grid
+or --noise-grid the thresholds are tabulated along that grid (CSV and PNG in
+--out).
+
+{MODEL}"""
+
+
+def add_parser(sub, problem: argparse.ArgumentParser) -> None:
+    t = sub.add_parser("thresholds", parents=[problem], formatter_class=HelpFormatter,
+                       help="interpolation and perfect-recovery thresholds (lam -> 0+)",
+                       description=THRESHOLDS_DESCRIPTION)
+    g = t.add_argument_group("curves")
+    g.add_argument("--kappa-grid", type=float, nargs="+", default=None, metavar="KAPPA",
+                   help="tabulate both thresholds over these learner widths kappa")
+    g.add_argument("--kappa0-grid", type=float, nargs="+", default=None, metavar="KAPPA0",
+                   help="tabulate both thresholds over these target ranks kappa0 (Wishart)")
+    g.add_argument("--noise-grid", type=float, nargs="+", default=None, metavar="DELTA",
+                   help="tabulate alpha_interp over these noise variances Delta")
+    g.add_argument("--out", default=None, metavar="DIR",
+                   help="with a grid: write DIR/thresholds.csv, .json and .png")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    t.set_defaults(func=run)
+
+
+def threshold_row(problem: Problem) -> dict:
+    """alpha_interp / alpha_PR (None when unavailable or not converged) and their details."""
+    from ..experiments.thresholds import thresholds_of
+
+    return _row(thresholds_of(problem))
+
+
+def _row(point) -> dict:
+    row: dict[str, Any] = {}
+    for key, res, why in (("alpha_interp", point.interpolation, point.interpolation_message),
+                          ("alpha_PR", point.perfect_recovery, point.perfect_recovery_message)):
+        if res is None:
+            row[key] = None
+            row[key + "_detail"] = {"success": False, "status": "unavailable", "message": why}
+        else:
+            row[key] = res.alpha if res.converged else None
+            row[key + "_detail"] = res.to_dict()
+    return row
+
+
+def run(args: argparse.Namespace) -> int:
+    """``amp-attention thresholds``: alpha_interp and alpha_PR, optionally along a grid."""
+    from ..experiments.thresholds import threshold_grid
+
+    grids = [(name, vals) for name, vals in (("kappa", args.kappa_grid), ("kappa0", args.kappa0_grid),
+                                             ("noise", args.noise_grid)) if vals]
+    if len(grids) > 1:
+        raise CLIError("argument --kappa-grid/--kappa0-grid/--noise-grid: give at most one grid")
+    if grids:
+        name = grids[0][0]
+        # the grid sets this parameter: a value given for it as well would be ignored
+        refuse_given(args, (name,), f"not allowed with --{name}-grid, which sets {name}")
+        if name == "kappa0" and args.target not in ("wishart", "spiked"):
+            raise CLIError(f"argument --kappa0-grid: kappa0 is the width of a wishart or spiked "
+                           f"target; --target {args.target} has none (tabulate over --kappa-grid "
+                           "or --noise-grid, or run one point per target)")
+    else:
+        refuse_given(args, ("out",), "applies only with a grid (--kappa-grid, --kappa0-grid or "
+                                      "--noise-grid); a single point is printed")
+    problem = problem_from_args(args)
+    out_dir = prepare_path(Path(args.out) / "thresholds.csv").parent if args.out else None
+    # alpha and lam are not inputs here: alpha is the output, lam -> 0+
+    params = {k: v for k, v in problem.to_dict().items() if k not in ("alpha", "lam")}
+    if not grids:
+        row = threshold_row(problem)
+        if args.json:
+            print(dumps({"params": params, **row}))
+            return EXIT_OK
+        print_params(params)
+        for key in ("alpha_interp", "alpha_PR"):
+            det = row[key + "_detail"]
+            val = "-" if row[key] is None else fmt(row[key])
+            print(f"  {key:<13} {val:<20} {det.get('method', det.get('message', ''))}")
+            if row[key] is not None and det.get("status") not in (None, "converged"):
+                print(f"  {'':<13} {'':<20} ({det['status']}: {det.get('message', '')})")
+        return EXIT_OK
+    name, vals = grids[0]
+    try:
+        grid = threshold_grid(problem, name, vals)
+    except ValueError as exc:
+        raise CLIError(f"argument --{name}-grid: {one_line(str(exc))}") from None
+    rows = [{name: v, **_row(point)} for v, point in grid]
+    if args.json:
+        print(dumps({"params": params, "grid": name, "rows": rows}))
+    else:
+        print_params(params)
+        print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14}")
+        for r in rows:
+            cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
+            print(f"  {r[name]:>8g} {cells}")
+    if out_dir is not None:
+        atomic_write_csv(out_dir / "thresholds.csv", [name, "alpha_interp", "alpha_PR"],
+                         ([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
+                           "" if r["alpha_PR"] is None else r["alpha_PR"]] for r in rows))
+        atomic_write_text(out_dir / "thresholds.json",
+                          dumps({"params": params, "grid": name, "rows": rows}))
+        from .. import plotting
+
+        plotting.plot_threshold_curves(name, rows, out_dir / "thresholds.png",
+                                       title=f"{params['channel']} L={params['L']}")
+        print(f"wrote {out_dir / 'thresholds.csv'}, .json and .png", file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,71 @@
+"""Interpolation and perfect-recovery thresholds of a problem, alone or along a grid
+(THEORY 6; ``amp-attention thresholds``)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable
+
+from amp_attention.solvers.thresholds import (ThresholdResult, interpolation_threshold,
+                                              perfect_recovery_threshold)
+
+from ..progress import progress_bar
+from ..spec import Problem
+
+#: the parameters a threshold grid can run over
+GRID_PARAMETERS = ("kappa", "kappa0", "noise")
+
+
+@dataclass(frozen=True)
+class ThresholdPoint:
+    """alpha_interp and alpha_PR of one problem (its alpha and lam are not inputs).
+
+    A threshold the solvers cannot give for this problem (a ValueError: e.g. softmax
+    with output noise has no interpolation) is None, with the reason in
+    ``*_message``.
+    """
+
+    interpolation: ThresholdResult | None
+    perfect_recovery: ThresholdResult | None
+    interpolation_message: str = ""
+    perfect_recovery_message: str = ""
+
+
+def thresholds_of(problem: Problem) -> ThresholdPoint:
+    """Both thresholds of ``problem`` (:mod:`amp_attention.solvers.thresholds`)."""
+    found: dict[str, ThresholdResult | None] = {}
+    why: dict[str, str] = {}
+    for key, fun in (("interpolation", interpolation_threshold),
+                     ("perfect_recovery", perfect_recovery_threshold)):
+        try:
+            found[key], why[key] = fun(problem), ""
+        except ValueError as exc:
+            found[key], why[key] = None, " ".join(str(exc).split())
+    return ThresholdPoint(found["interpolation"], found["perfect_recovery"],
+                          why["interpolation"], why["perfect_recovery"])
+
+
+def vary(problem: Problem, name: str, value: float) -> Problem:
+    """``problem`` with one parameter of :data:`GRID_PARAMETERS` set to ``value`` (a
+    Wishart or spiked target keeps its kind and spikes); ValueError when the value is
+    out of range or the target has no kappa0."""
+    if name == "kappa":
+        return dataclasses.replace(problem, learner=dataclasses.replace(problem.learner, kappa=value))
+    if name == "kappa0":
+        if not hasattr(problem.target, "kappa0"):
+            raise ValueError(f"kappa0 is the width of a wishart or spiked target; the "
+                             f"{problem.target.kind} target has none")
+        return dataclasses.replace(problem, target=dataclasses.replace(problem.target, kappa0=value))
+    if name == "noise":
+        return dataclasses.replace(problem, task=dataclasses.replace(problem.task, noise=value))
+    raise ValueError(f"name must be one of {', '.join(GRID_PARAMETERS)}; got {name!r}")
+
+
+def threshold_grid(problem: Problem, name: str, values: Iterable[float], *,
+                   progress: bool = True) -> tuple[tuple[float, ThresholdPoint], ...]:
+    """(value, :class:`ThresholdPoint`) along ``values`` of parameter ``name``."""
+    problems = [(float(v), vary(problem, name, float(v))) for v in values]
+    return tuple((v, thresholds_of(p))
+                 for v, p in progress_bar(problems, desc=f"thresholds over {name}",
+                                          disable=None if progress else True))

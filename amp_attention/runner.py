@@ -1,0 +1,57 @@
+"""One runner for every sweep: independent tasks in this process, in a local process
+pool, or on any ``concurrent.futures`` executor (a Dask cluster's
+``client.get_executor()``).
+
+Every task of a sweep writes its own result file atomically
+(:mod:`amp_attention.files`) before it returns, so an interrupted sweep resumes
+from the finished tasks whichever executor ran them.  Task functions must be
+module-level (picklable) and their arguments plain data.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from typing import Any, Callable, Iterable, Sequence
+
+from .checks import check_count
+
+
+def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
+              executor: cf.Executor | None = None, workers: int = 0,
+              progress: Callable[[Iterable, int], Iterable] | None = None) -> list[Any]:
+    """``[fn(*task) for task in tasks]``, in task order.
+
+    ``executor``: run there (not shut down here); otherwise ``workers`` >= 1 local
+    processes (a pool owned by this call), or ``workers = 0``: in this process.
+    ``progress(iterable, total)`` wraps the stream of finished tasks (a progress
+    bar).  The first task that raises stops the sweep: the pending ones are
+    cancelled and the exception propagates (finished tasks have saved their files).
+    """
+    workers = check_count("workers", workers, 0)
+    tasks = list(tasks)
+    if not tasks:
+        return []
+    if executor is None and workers == 0:
+        results = []
+        stream: Iterable = (fn(*t) for t in tasks)
+        for r in (progress(stream, len(tasks)) if progress else stream):
+            results.append(r)
+        return results
+    own = executor is None
+    ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
+    futures: dict[cf.Future, int] = {}
+    try:
+        for i, t in enumerate(tasks):
+            futures[ex.submit(fn, *t)] = i
+        out: list[Any] = [None] * len(tasks)
+        done: Iterable = cf.as_completed(futures)
+        for fut in (progress(done, len(futures)) if progress else done):
+            out[futures[fut]] = fut.result()
+        return out
+    except BaseException:
+        for fut in futures:
+            fut.cancel()
+        raise
+    finally:
+        if own:
+            ex.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,54 @@
+"""The experiments layer gives, from Python, the numbers the CLI prints (issue 15)."""
+
+import dataclasses
+import json
+
+import pytest
+
+from amp_attention.cli import main
+from amp_attention.experiments.gamp_vs_se import compare_gamp_with_se
+from amp_attention.experiments.quickstart import QuickstartConfig, run_quickstart
+from amp_attention.gamp import GAMPOptions
+from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
+
+
+def _cli_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_gamp_comparison_is_what_amp_prints(capsys):
+    cli = _cli_json(capsys, "amp", "--d", "20", "--L", "2", "--noise", "0.5", "--se-iterates",
+                    "4", "--n-test", "500", "--json")
+    problem = Problem(Task("linear", L=2, noise=0.5), WishartTarget(0.5), Learner(), alpha=0.5)
+    cmp = compare_gamp_with_se(problem, 20, 0, options=GAMPOptions(), se_iterates_max=4,
+                               n_test=500)
+    assert cmp.gamp.iterations == cli["gamp"]["iterations"] and cmp.n == cli["params"]["n"]
+    assert dataclasses.asdict(cmp.end) == pytest.approx(cli["gamp"]["final"], rel=1e-12)
+    assert [list(x) for x in cmp.se_trajectory] == [[r["m"], r["q"], r["V"]]
+                                                     for r in cli["se_iterates"]]
+    assert cmp.se.matrix_mse == cli["se"]["matrix_mse"]
+
+
+def test_quickstart_from_python_is_what_the_cli_writes(capsys, tmp_path):
+    assert main(["quickstart", "--no-erm", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / "quickstart.json").read_text())["se"]
+    res = run_quickstart(QuickstartConfig(), erm=False, progress=False)
+    assert res.erm == () and res.not_converged == ([], [])
+    assert [r["alpha"] for r in rows] == list(res.config.alphas)
+    assert [r["test_error"] for r in rows] == [r.test_error for r in res.se]
+
+
+def test_threshold_grid_is_what_thresholds_prints(capsys):
+    from amp_attention.experiments.thresholds import threshold_grid, vary
+
+    cli = _cli_json(capsys, "thresholds", "--noise", "0.5", "--kappa-grid", "0.5", "2", "--json")
+    problem = Problem(Task("linear", noise=0.5), WishartTarget(0.5), Learner(), alpha=0.5)
+    grid = threshold_grid(problem, "kappa", [0.5, 2.0], progress=False)
+    assert [v for v, _ in grid] == [r["kappa"] for r in cli["rows"]]
+    for (_, point), row in zip(grid, cli["rows"]):
+        assert point.interpolation.alpha == row["alpha_interp"]
+        assert point.perfect_recovery.alpha == row["alpha_PR"]
+    with pytest.raises(ValueError, match="kappa0"):
+        vary(Problem(Task(), PowerLawTarget(gamma=1.5, d=50), Learner(), alpha=0.5), "kappa0", 0.3)
