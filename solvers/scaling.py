@@ -26,20 +26,22 @@ under ``out`` and skipped on a rerun.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 from scipy import stats
 
+from amp_attention.files import atomic_write_json
+from amp_attention.runner import run_tasks
 from amp_attention.spec import PowerLawTarget, Problem
 
 from .decomposition import outlier_structure, predicted_decomposition
-from amp_attention.files import atomic_write_json
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 
@@ -102,14 +104,11 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
                   "decomposition": dec.to_dict()}
 
 
-def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
-                wrap: Callable[[list], Iterable] | None = None) -> list[dict]:
-    """Solve every point of the plan (resuming from ``out``/points when given)."""
-    rows: list[dict] = []
+def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[dict]:
     x0 = None
-    todo = list(enumerate(plan.alphas))
-    for i, a in (wrap(todo) if wrap else todo):
-        f = point_file(out, i, a) if out is not None else None
+    for i in indices:
+        a = plan.alphas[i]
+        f = point_file(Path(out), i, a) if out is not None else None
         if f is not None and f.exists():
             row = json.loads(f.read_text())
         else:
@@ -119,8 +118,42 @@ def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
                 atomic_write_json(f, row)
         if row["converged"]:
             x0 = (row["m"], row["q"], row["V"])
-        rows.append(row)
-    return rows
+        yield row
+
+
+def solve_chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> list[dict]:
+    """The points ``indices`` (contiguous, increasing alpha) of the plan, each SE
+    warm-started from the previous converged one, the first from the informative
+    start; finished points are read from / written to ``out``/points (a task of
+    :func:`~amp_attention.runner.run_tasks`)."""
+    return list(_chain(plan, out, indices))
+
+
+def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
+                executor: cf.Executor | None = None, workers: int = 0,
+                progress: Callable[[Iterable, int], Iterable] | None = None) -> list[dict]:
+    """Solve every point of the plan (resuming from ``out``/points when given).
+
+    The points form a warm-started continuation in alpha, so they are split into
+    contiguous chains, one per worker (``workers`` local processes, or at least
+    two on an ``executor``, as in :func:`~amp_attention.runner.run_tasks`; in
+    this process by default: one chain over every point).  A chain starts from
+    the informative start; its fixed points agree with the single chain's to the
+    solver tolerance wherever the fixed point is unique.  ``progress(iterable,
+    total)`` wraps the finished points (one chain) or chains.
+    """
+    n = len(plan.alphas)
+    where = None if out is None else str(out)
+    if executor is None and workers <= 1:
+        rows = _chain(plan, where, list(range(n)))
+        return list(progress(rows, n) if progress else rows)
+    chains = max(1, min(n, max(workers, 2)))
+    bounds = np.linspace(0, n, chains + 1).round().astype(int)
+    parts = [list(range(bounds[k], bounds[k + 1])) for k in range(chains)
+             if bounds[k + 1] > bounds[k]]
+    done = run_tasks(solve_chain, [(plan, where, p) for p in parts],
+                     executor=executor, workers=workers, progress=progress)
+    return [row for rows in done for row in rows]
 
 
 @dataclass(frozen=True)

@@ -52,3 +52,24 @@ def test_threshold_grid_is_what_thresholds_prints(capsys):
         assert point.perfect_recovery.alpha == row["alpha_PR"]
     with pytest.raises(ValueError, match="kappa0"):
         vary(Problem(Task(), PowerLawTarget(gamma=1.5, d=50), Learner(), alpha=0.5), "kappa0", 0.3)
+
+
+def test_threshold_grid_and_scaling_chains_in_processes_match_in_process(tmp_path):
+    """The runner's process pool gives the in-process results: threshold points bit for bit;
+    scaling points split into two warm-started chains within the SE tolerance."""
+    from amp_attention.experiments.thresholds import threshold_grid
+    from amp_attention.solvers.scaling import ScalingPlan, run_scaling
+
+    problem = Problem(Task("linear", noise=0.5), WishartTarget(0.5), Learner(), alpha=0.5)
+    here = threshold_grid(problem, "kappa0", [0.3, 0.7], progress=False)
+    pool = threshold_grid(problem, "kappa0", [0.3, 0.7], workers=2, progress=False)
+    assert [(v, p.interpolation.alpha, p.perfect_recovery.alpha) for v, p in here] == \
+        [(v, p.interpolation.alpha, p.perfect_recovery.alpha) for v, p in pool]
+    plan = ScalingPlan(Problem(Task("linear", noise=0.1), PowerLawTarget(gamma=1.5, d=60),
+                               Learner(1.0, 0.01), alpha=0.05), (0.05, 0.1, 0.2, 0.4))
+    one = run_scaling(plan, tmp_path / "one")
+    two = run_scaling(plan, tmp_path / "two", workers=2)
+    assert len(list((tmp_path / "two" / "points").iterdir())) == 4
+    for a, b in zip(one, two):
+        assert a["converged"] and b["converged"] and a["alpha"] == b["alpha"]
+        assert b["matrix_mse"] == pytest.approx(a["matrix_mse"], rel=1e-8)

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_json
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, add_mc_group,
-                     closed_form, flag_error, mc_options, prepare_path, problem_from_args)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
+                     add_execution_flags, add_mc_group, check_execution, closed_form, execution,
+                     flag_error, mc_options, prepare_path, problem_from_args)
 
 
 SCALING_DESCRIPTION = f"""\
@@ -56,6 +57,8 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="output directory; rerunning with the same DIR resumes "
                         "(default: ./amp-attention-scaling)")
     add_mc_group(sc)
+    add_execution_flags(sc.add_argument_group("execution"), 0,
+                        "alpha chains (contiguous warm-started runs of points)")
     sc.set_defaults(func=run)
 
 
@@ -71,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     args.kappa0 = args.spikes = None  # not flags of scaling: its target is a power law
     problem = problem_from_args(args)
+    check_execution(args)
     lo, hi, n_pts = args.alpha_range
     if not (0 < lo < hi and n_pts == int(n_pts) and n_pts >= 3):
         raise CLIError(f"argument --alpha-range: needs 0 < LO < HI and an integer N >= 3, "
@@ -93,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
         raise flag_error(exc, {"lam_exponent": "--lam-exponent", "alphas": "--alpha-range",
                                 "tol": "--tol", "max_iter": "--max-iter"}) from None
     out = prepare_path(Path(args.out) / "scaling.json").parent
-    result = run_scaling_experiment(plan, out, e0=e0)
+    with execution(args) as (executor, workers):
+        result = run_scaling_experiment(plan, out, e0=e0, executor=executor, workers=workers)
     rows, ok = result.rows, result.converged
     gamma = problem.target.gamma
     fits = result.fits.to_dict()

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..files import atomic_write_csv, atomic_write_text
-from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, dumps, fmt, one_line, prepare_path,
-                     print_params, problem_from_args, refuse_given)
+from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, add_execution_flags, check_execution,
+                     dumps, execution, fmt, one_line, prepare_path, print_params,
+                     problem_from_args, refuse_given)
 
 if TYPE_CHECKING:
     from ..spec import Problem
@@ -46,6 +47,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default=None, metavar="DIR",
                    help="with a grid: write DIR/thresholds.csv, .json and .png")
     g.add_argument("--json", action="store_true", help="print one JSON object")
+    add_execution_flags(t.add_argument_group("execution (with a grid)"), 0, "grid points")
     t.set_defaults(func=run)
 
 
@@ -86,9 +88,11 @@ def run(args: argparse.Namespace) -> int:
                            f"target; --target {args.target} has none (tabulate over --kappa-grid "
                            "or --noise-grid, or run one point per target)")
     else:
-        refuse_given(args, ("out",), "applies only with a grid (--kappa-grid, --kappa0-grid or "
-                                      "--noise-grid); a single point is printed")
+        refuse_given(args, ("out", "workers", "scheduler", "dask_local"),
+                     "applies only with a grid (--kappa-grid, --kappa0-grid or --noise-grid); a "
+                     "single point is printed")
     problem = problem_from_args(args)
+    check_execution(args)
     out_dir = prepare_path(Path(args.out) / "thresholds.csv").parent if args.out else None
     # alpha and lam are not inputs here: alpha is the output, lam -> 0+
     params = {k: v for k, v in problem.to_dict().items() if k not in ("alpha", "lam")}
@@ -107,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     name, vals = grids[0]
     try:
-        grid = threshold_grid(problem, name, vals)
+        with execution(args) as (executor, workers):
+            grid = threshold_grid(problem, name, vals, executor=executor, workers=workers)
     except ValueError as exc:
         raise CLIError(f"argument --{name}-grid: {one_line(str(exc))}") from None
     rows = [{name: v, **_row(point)} for v, point in grid]

@@ -3,6 +3,7 @@ fitted exponents (THEORY 8 and 13; ``amp-attention scaling``)."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +77,12 @@ class ScalingRun:
 
 
 def run_scaling_experiment(plan: ScalingPlan, out: Path | None, *, e0: float | None = None,
+                           executor: cf.Executor | None = None, workers: int = 0,
                            progress: bool = True) -> ScalingRun:
-    """Solve (or resume from ``out``) every point of ``plan`` and fit the exponents."""
-    rows = run_scaling(plan, out, wrap=lambda todo: progress_bar(
-        todo, desc="alpha", disable=None if progress else True))
+    """Solve (or resume from ``out``) every point of ``plan`` and fit the exponents
+    (``executor``/``workers``: contiguous warm-started chains in parallel, see
+    :func:`~amp_attention.solvers.scaling.run_scaling`)."""
+    rows = run_scaling(plan, out, executor=executor, workers=workers,
+                       progress=lambda it, n: progress_bar(
+                           it, total=n, desc="alpha", disable=None if progress else True))
     return ScalingRun(rows, fit_scaling(rows, plan.problem.target.gamma, e0))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
@@ -11,6 +12,7 @@ from amp_attention.solvers.thresholds import (ThresholdResult, interpolation_thr
                                               perfect_recovery_threshold)
 
 from ..progress import progress_bar
+from ..runner import run_tasks
 from ..spec import Problem
 
 #: the parameters a threshold grid can run over
@@ -63,9 +65,16 @@ def vary(problem: Problem, name: str, value: float) -> Problem:
 
 
 def threshold_grid(problem: Problem, name: str, values: Iterable[float], *,
+                   executor: cf.Executor | None = None, workers: int = 0,
                    progress: bool = True) -> tuple[tuple[float, ThresholdPoint], ...]:
-    """(value, :class:`ThresholdPoint`) along ``values`` of parameter ``name``."""
+    """(value, :class:`ThresholdPoint`) along ``values`` of parameter ``name``; every
+    value is checked before any is solved.  The points are independent tasks of
+    :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``: in this
+    process by default)."""
     problems = [(float(v), vary(problem, name, float(v))) for v in values]
-    return tuple((v, thresholds_of(p))
-                 for v, p in progress_bar(problems, desc=f"thresholds over {name}",
-                                          disable=None if progress else True))
+    points = run_tasks(thresholds_of, [(p,) for _, p in problems], executor=executor,
+                       workers=workers,
+                       progress=lambda it, n: progress_bar(it, total=n,
+                                                           desc=f"thresholds over {name}",
+                                                           disable=None if progress else True))
+    return tuple((v, point) for (v, _), point in zip(problems, points))
