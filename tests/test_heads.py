@@ -18,7 +18,7 @@ from amp_attention.heads import (NWKernel, NWTask, allocation_sweep, as_head_sta
                                  geometric_weights, head_diversity_index, head_weights,
                                  law_dk_star, nw_predict, nw_predict_heads, nw_weights,
                                  pairwise_overlaps, pairwise_principal_angles,
-                                 principal_angles, rank_heads, rotation_heads, rotation_sweep,
+                                 principal_angles, random_heads, rank_heads, rotation_heads, rotation_sweep,
                                  simulate_heads, uniform_weights)
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
@@ -529,3 +529,17 @@ def test_kernel_and_prediction_validation() -> None:
         simulate_heads(NWTask(d_model=4), np.zeros((2, 5, 1)), draws=2)
     with pytest.raises(ValueError, match="draws must be an integer >= 1"):
         simulate_heads(NWTask(d_model=4), np.zeros((2, 4, 1)), draws=0)
+
+
+def test_sweeps_in_a_process_pool_match_the_in_process_run() -> None:
+    """The (t, target) / (H, target) / target cells are independent tasks of the runner:
+    a process pool gives the in-process decompositions bit for bit."""
+    task = NWTask(d_model=9, n=40, m=15, n_val=10, seed=0)
+    kw = dict(draws=3, target_seeds=[0, 1])
+    here = rotation_sweep(task, 2, 3, [0.0, 1.0], **kw)
+    pool = rotation_sweep(task, 2, 3, [0.0, 1.0], workers=2, **kw)
+    assert [p.to_dict() for p in pool] == [p.to_dict() for p in here]
+    heads = random_heads(9, 3, 2, seed=1)
+    w_here = compare_weightings(task, heads, **kw)
+    w_pool = compare_weightings(task, heads, workers=2, **kw)
+    assert w_pool.to_dict() == w_here.to_dict()

@@ -23,7 +23,7 @@ from typing import Any
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
-from .common import HelpFormatter, OmittingArgumentGroup
+from .common import HelpFormatter, OmittingArgumentGroup, add_execution_flags, execution
 
 SYMBOLS = """\
 symbols
@@ -200,6 +200,7 @@ def _simulation_parent(mode: str) -> argparse.ArgumentParser:
                         "(default: ./amp-attention-heads-<mode>)")
     g.add_argument("--json", action="store_true",
                    help="print the JSON written to DIR instead of the table")
+    add_execution_flags(p.add_argument_group("execution"), 0, "simulation cells")
     return p
 
 
@@ -378,10 +379,13 @@ def cmd_rotation(args: argparse.Namespace) -> int:
     task, kernel = _task_kernel(args, d_model)
     ts = np.linspace(0.0, 1.0, args.t_points)
     try:
-        points = rotation_sweep(task, args.H, args.dk, ts, draws=args.draws, kernel=kernel,
-                                independent_heads=args.independent_heads, seed=args.seed,
-                                target_seeds=range(args.seed, args.seed + args.targets),
-                                progress=lambda it: _progress(it, desc="rotation t", unit="t"))
+        with execution(args) as (executor, workers):
+            points = rotation_sweep(task, args.H, args.dk, ts, draws=args.draws, kernel=kernel,
+                                    independent_heads=args.independent_heads, seed=args.seed,
+                                    target_seeds=range(args.seed, args.seed + args.targets),
+                                    progress=lambda it: _progress(it, desc="(t, target) cells",
+                                                                  unit="cell"),
+                                    executor=executor, workers=workers)
     except ValueError as exc:
         raise _flag_error(exc) from None
     rows = [p.to_dict() for p in points]
@@ -423,10 +427,12 @@ def cmd_allocation(args: argparse.Namespace) -> int:
         raise ValueError(f"argument --D: D must lie in [1, d_model] = [1, {d_model}], got {args.D}")
     task, kernel = _task_kernel(args, d_model, n=args.n_values[0] if args.n_values else None)
     try:
-        res = allocation_check(task, args.D, args.n_values, draws=args.draws, kernel=kernel,
-                               seed=args.seed,
-                               target_seeds=range(args.seed, args.seed + args.targets),
-                               progress=lambda it: _progress(it, desc="allocation n", unit="n"))
+        with execution(args) as (executor, workers):
+            res = allocation_check(task, args.D, args.n_values, draws=args.draws, kernel=kernel,
+                                   seed=args.seed,
+                                   target_seeds=range(args.seed, args.seed + args.targets),
+                                   progress=lambda it: _progress(it, desc="allocation n", unit="n"),
+                                   executor=executor, workers=workers)
     except ValueError as exc:
         raise _flag_error(exc) from None
     sweeps = [s.to_dict() for s in res["sweeps"]]
@@ -474,10 +480,13 @@ def cmd_weighting(args: argparse.Namespace) -> int:
     task, kernel = _task_kernel(args, d_model)
     try:
         heads = random_heads(d_model, args.H, args.dk, seed=args.head_seed)
-        res = compare_weightings(task, heads, draws=args.draws, kernel=kernel, ratio=args.ratio,
-                                 seed=args.seed,
-                                 target_seeds=range(args.seed, args.seed + args.targets),
-                                 progress=lambda it: _progress(it, desc="targets", unit="target"))
+        with execution(args) as (executor, workers):
+            res = compare_weightings(task, heads, draws=args.draws, kernel=kernel,
+                                     ratio=args.ratio, seed=args.seed,
+                                     target_seeds=range(args.seed, args.seed + args.targets),
+                                     progress=lambda it: _progress(it, desc="targets",
+                                                                   unit="target"),
+                                     executor=executor, workers=workers)
     except ValueError as exc:
         raise _flag_error(exc) from None
     params = {**_sim_params(args, task, kernel), "H": args.H, "d_k": args.dk,

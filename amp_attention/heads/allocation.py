@@ -18,6 +18,7 @@ is weak (between n = 250 and 4000 it changes d_k* by a factor
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
 from dataclasses import dataclass, replace
 from typing import Sequence
@@ -25,8 +26,9 @@ from typing import Sequence
 import numpy as np
 
 from ..checks import check_integer
-from .ensemble import (MSEDecomposition, Progress, no_progress, average_decompositions,
-                       decompose_ensemble_mse, simulate_heads, task_realisations)
+from ..runner import run_tasks
+from .ensemble import (MSEDecomposition, Progress, average_decompositions, ensemble_decomposition,
+                       no_progress, task_realisations)
 from .nadaraya_watson import NWKernel
 from .tasks import NWTask
 
@@ -99,12 +101,15 @@ class AllocationResult:
 def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWKernel(),
                      heads: Sequence[int] | None = None, seed: int = 0,
                      target_seeds: Sequence[int] | None = None,
-                     progress: Progress = no_progress) -> AllocationResult:
+                     progress: Progress = no_progress, executor: cf.Executor | None = None,
+                     workers: int = 0) -> AllocationResult:
     """Uniform ensembles of H orthogonal heads of width D/H for every H (default: all divisors).
 
     All H share the training draws and targets (common random numbers), so
     the standard error of a difference of MSEs is taken from the per-draw
     paired differences, which is much smaller than either MSE's own error.
+    The (H, target) cells are independent tasks of
+    :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``).
     """
     D = check_integer("D", D, 1)
     Hs = divisors(D) if heads is None else sorted({check_integer("heads", h, 1) for h in heads})
@@ -112,14 +117,12 @@ def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWK
         if D % H:
             raise ValueError(f"heads must be divisors of D = {D} (allowed: {divisors(D)}), got {H}")
     tasks = task_realisations(task, target_seeds)
-    rows = []
-    for H in progress(Hs):
-        W = budget_heads(task.d_model, D, H)
-        decs = []
-        for tk in tasks:
-            sim = simulate_heads(tk, W, draws=draws, kernel=kernel, seed=seed)
-            decs.append(decompose_ensemble_mse(sim.predictions, sim.target, np.full(H, 1.0 / H)))
-        rows.append(average_decompositions(decs))
+    decs = run_tasks(ensemble_decomposition,
+                     [(tk, budget_heads(task.d_model, D, H), np.full(H, 1.0 / H), draws, kernel,
+                       False, seed) for H in Hs for tk in tasks],
+                     executor=executor, workers=workers, progress=lambda it, n: progress(it))
+    K = len(tasks)
+    rows = [average_decompositions(decs[i * K:(i + 1) * K]) for i in range(len(Hs))]
     mse = np.array([r.mse for r in rows])
     best = int(np.argmin(mse))
     per_draw = np.array([r.draw_mse for r in rows])  # (len(Hs), R): per draw, averaged over targets
@@ -134,7 +137,8 @@ def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWK
 def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
                      kernel: NWKernel = NWKernel(), seed: int = 0,
                      target_seeds: Sequence[int] | None = None,
-                     progress: Progress = no_progress) -> dict:
+                     progress: Progress = no_progress, executor: cf.Executor | None = None,
+                     workers: int = 0) -> dict:
     """Empirical check of d_k* ~ (log n)^(2/(4+d)) over the sample sizes ``ns``.
 
     Returns {"sweeps": [AllocationResult per n], "table": rows with n, log n,
@@ -146,7 +150,8 @@ def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
     if not ns:
         raise ValueError("ns must contain at least one sample size >= 2")
     sweeps = [allocation_sweep(replace(task, n=n), D, draws=draws, kernel=kernel, seed=seed,
-                               target_seeds=target_seeds) for n in progress(ns)]
+                               target_seeds=target_seeds, executor=executor, workers=workers)
+              for n in progress(ns)]
     d = task.intrinsic_dim
     base_law = law_dk_star(ns[0], d)
     base_emp = sweeps[0].argmin_dk

@@ -21,12 +21,14 @@ why the moments are population moments.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..checks import check_integer
+from ..runner import run_tasks
 from .diversity import head_diversity_index
 from .nadaraya_watson import NWKernel, nw_predict_heads
 from .tasks import NWTask, check_seed
@@ -303,7 +305,8 @@ def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws
                    kernel: NWKernel = NWKernel(), independent_heads: bool = False,
                    weights: object | None = None, seed: int = 0,
                    target_seeds: Sequence[int] | None = None,
-                   progress: Progress = no_progress) -> list[RotationPoint]:
+                   progress: Progress = no_progress, executor: cf.Executor | None = None,
+                   workers: int = 0) -> list[RotationPoint]:
     """(HDI, ensemble MSE, decomposition) along heads rotated from identical to orthogonal.
 
     For each t in ``ts`` the heads are :func:`rotation_heads` (d_model = task.d_model)
@@ -315,23 +318,31 @@ def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws
     and the head blocks, so each head's own bias moves with t for reasons of
     that draw only; averaged over Haar-random targets every head is
     statistically equivalent at every t, and the t-dependence that remains is
-    the ensemble's.
+    the ensemble's.  The (t, target) cells are independent tasks of
+    :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``: in this
+    process by default; ``progress`` wraps the finished cells).
     """
     ts = [float(t) for t in ts]
     if not ts:
         raise ValueError("ts must contain at least one value in [0, 1]")
     tasks = task_realisations(task, target_seeds)
     w = head_weights("uniform", check_integer("H", H, 2)) if weights is None else weights
-    out = []
-    for t in progress(ts):
-        W = rotation_heads(task.d_model, H, d_k, t)
-        decs = []
-        for tk in tasks:
-            sim = simulate_heads(tk, W, draws=draws, kernel=kernel,
-                                 independent_heads=independent_heads, seed=seed)
-            decs.append(decompose_ensemble_mse(sim.predictions, sim.target, w))
-        out.append(RotationPoint(t, head_diversity_index(W), average_decompositions(decs)))
-    return out
+    Ws = [rotation_heads(task.d_model, H, d_k, t) for t in ts]
+    decs = run_tasks(ensemble_decomposition,
+                     [(tk, W, w, draws, kernel, independent_heads, seed) for W in Ws for tk in tasks],
+                     executor=executor, workers=workers, progress=lambda it, n: progress(it))
+    K = len(tasks)
+    return [RotationPoint(t, head_diversity_index(W), average_decompositions(decs[i * K:(i + 1) * K]))
+            for i, (t, W) in enumerate(zip(ts, Ws))]
+
+
+def ensemble_decomposition(task: NWTask, heads: np.ndarray, weights: object, draws: int,
+                           kernel: NWKernel, independent_heads: bool, seed: int) -> "MSEDecomposition":
+    """One cell of a sweep: simulate the heads on one target realisation and decompose
+    the weighted ensemble's MSE (a task of :func:`~amp_attention.runner.run_tasks`)."""
+    sim = simulate_heads(task, heads, draws=draws, kernel=kernel,
+                         independent_heads=independent_heads, seed=seed)
+    return decompose_ensemble_mse(sim.predictions, sim.target, weights)
 
 
 # --------------------------------------------------------------------------- weighting schemes
@@ -380,18 +391,37 @@ def random_heads(d_model: int, H: int, d_k: int, seed: int = 0) -> np.ndarray:
     return out
 
 
+def ranked_decompositions(task: NWTask, heads: np.ndarray, weights: dict[str, np.ndarray],
+                          draws: int, kernel: NWKernel, independent_heads: bool,
+                          seed: int) -> tuple[dict[str, "MSEDecomposition"], np.ndarray, np.ndarray]:
+    """One target realisation of :func:`compare_weightings`: the decomposition of every
+    scheme over rank slots, the rank counts (H, H) and each head's test MSE (H,)."""
+    sim = simulate_heads(task, heads, draws=draws, kernel=kernel,
+                         independent_heads=independent_heads, seed=seed)
+    order = rank_heads(sim.validation_mse)  # (R, H), best first
+    ranked = np.take_along_axis(sim.predictions, order[:, :, None], axis=1)
+    H = heads.shape[0]
+    counts = np.zeros((H, H), dtype=int)
+    for k in range(H):
+        counts[:, k] += np.bincount(order[:, k], minlength=H)
+    return ({s: decompose_ensemble_mse(ranked, sim.target, w) for s, w in weights.items()},
+            counts, np.mean((sim.predictions - sim.target) ** 2, axis=(0, 2)))
+
+
 def compare_weightings(task: NWTask, heads: object, *, draws: int,
                        kernel: NWKernel = NWKernel(),
                        schemes: Sequence[str] = ("uniform", "geometric", "fibonacci"),
                        ratio: float = 0.5, independent_heads: bool = False, seed: int = 0,
                        target_seeds: Sequence[int] | None = None,
-                       progress: Progress = no_progress) -> WeightingComparison:
+                       progress: Progress = no_progress, executor: cf.Executor | None = None,
+                       workers: int = 0) -> WeightingComparison:
     """Uniform / geometric / Fibonacci weights over heads ranked by validation MSE.
 
     The ranking uses each draw's n_val held-out points (noisy labels), never
     the test points, so the comparison is not tuned on the data it is scored
     on.  Needs task.n_val >= 1.  ``target_seeds``: average over these target
-    realisations (rank counts are summed, head test MSEs averaged).
+    realisations (rank counts are summed, head test MSEs averaged); the
+    realisations are independent tasks of :func:`~amp_attention.runner.run_tasks`.
     """
     if task.n_val < 1:
         raise ValueError(f"n_val must be >= 1 to rank heads by validation MSE, got {task.n_val}")
@@ -401,20 +431,16 @@ def compare_weightings(task: NWTask, heads: object, *, draws: int,
     W = check_heads(heads, task.d_model)
     H = W.shape[0]
     weights = {s: head_weights(s, H, ratio) for s in schemes}  # validates names and ratio
-    decs: dict[str, list[MSEDecomposition]] = {s: [] for s in schemes}
+    tasks = task_realisations(task, target_seeds)
+    cells = run_tasks(ranked_decompositions,
+                      [(tk, W, weights, draws, kernel, independent_heads, seed) for tk in tasks],
+                      executor=executor, workers=workers, progress=lambda it, n: progress(it))
+    decs = {s: [c[0][s] for c in cells] for s in schemes}
     counts = np.zeros((H, H), dtype=int)
     head_mse = np.zeros(H)
-    tasks = task_realisations(task, target_seeds)
-    for tk in progress(tasks):
-        sim = simulate_heads(tk, W, draws=draws, kernel=kernel,
-                             independent_heads=independent_heads, seed=seed)
-        order = rank_heads(sim.validation_mse)  # (R, H), best first
-        ranked = np.take_along_axis(sim.predictions, order[:, :, None], axis=1)
-        for s in schemes:
-            decs[s].append(decompose_ensemble_mse(ranked, sim.target, weights[s]))
-        for k in range(H):
-            counts[:, k] += np.bincount(order[:, k], minlength=H)
-        head_mse += np.mean((sim.predictions - sim.target) ** 2, axis=(0, 2)) / len(tasks)
+    for _, c, m in cells:
+        counts += c
+        head_mse += m / len(tasks)
     avg = {s: average_decompositions(decs[s]) for s in schemes}
     ref = avg[schemes[0]].draw_mse
     diff_se = {s: float(np.std(avg[s].draw_mse - ref, ddof=1) / np.sqrt(ref.size)) for s in schemes}
