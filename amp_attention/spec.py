@@ -106,8 +106,24 @@ class Task:
         return self.L * (self.L + 1) // 2
 
 
+class _WishartBulk:
+    """What the Wishart law of width kappa0 gives a target (spikes add O(1/d) only)."""
+
+    kappa0: float
+
+    @property
+    def list_dimension(self) -> None:
+        """None: a limiting law, not an eigenvalue list of one dimension."""
+        return None
+
+    @property
+    def Q0(self) -> float:
+        """Tr(S0^2)/d of the d -> infinity limit, 1 + kappa0."""
+        return 1.0 + self.kappa0
+
+
 @dataclass(frozen=True)
-class WishartTarget:
+class WishartTarget(_WishartBulk):
     """S0 = W0^T W0 / sqrt(p0 d), W0 in R^{p0 x d} i.i.d. N(0,1), kappa0 = p0/d.
 
     Eigenvalues sqrt(kappa0) * mu with mu Marchenko-Pastur of ratio 1/kappa0
@@ -120,18 +136,9 @@ class WishartTarget:
     def __post_init__(self) -> None:
         object.__setattr__(self, "kappa0", check_positive("kappa0", self.kappa0))
 
-    @property
-    def list_dimension(self) -> None:
-        """None: a limiting law, not an eigenvalue list of one dimension."""
-        return None
-
-    @property
-    def Q0(self) -> float:
-        return 1.0 + self.kappa0
-
 
 @dataclass(frozen=True)
-class SpikedTarget:
+class SpikedTarget(_WishartBulk):
     """A Wishart bulk (``kappa0``) with planted spikes: S0 = O diag(s) O^T, O Haar,
     where the top len(spikes) of the d bulk eigenvalues are replaced by ``spikes``.
 
@@ -151,16 +158,6 @@ class SpikedTarget:
         if not sp or any(not (math.isfinite(v) and v > 0) for v in sp):
             raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
         object.__setattr__(self, "spikes", tuple(sorted(sp, reverse=True)))
-
-    @property
-    def list_dimension(self) -> None:
-        """None: a limiting law, not an eigenvalue list of one dimension."""
-        return None
-
-    @property
-    def Q0(self) -> float:
-        """Tr(S0^2)/d of the d -> infinity limit (the bulk's; spikes add O(1/d))."""
-        return 1.0 + self.kappa0
 
 
 @dataclass(frozen=True)
