@@ -102,13 +102,13 @@ def main() -> None:
         res = allocation_check(alloc_task, ALLOC["D"], ALLOC["ns"], draws=ALLOC["draws"],
                                kernel=kernel, seed=SEED,
                                target_seeds=range(SEED, SEED + ALLOC["targets"]))
-        panels[label] = [s.to_dict() for s in res["sweeps"]]
-        tables[label] = res["table"]
+        panels[label] = [s.to_dict() for s in res.sweeps]
+        tables[label] = res.table
         print(allocation_mse_table(label, panels[label]), "\n", flush=True)
-        print(f"{label}: " + allocation_table(res["table"], res["law"]), "\n", flush=True)
+        print(f"{label}: " + allocation_table(res.table, res.law), "\n", flush=True)
     record["allocation"] = {"task": alloc_task.to_dict(),
                             "kernels": {k: v.to_dict() for k, v in ALLOC_KERNELS.items()},
-                            "sweeps": panels, "tables": tables, "law": res["law"],
+                            "sweeps": panels, "tables": tables, "law": res.law,
                             "label": "empirical check, not a proof"}
 
     w_task = NWTask(d_model=WEIGHT["d_model"], n=WEIGHT["n"], m=WEIGHT["m"],

@@ -21,6 +21,7 @@ docs/figures/scaling_exponents.json and .png.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -78,7 +79,8 @@ def main(argv=None) -> None:
                               "e_test_fit": _fit(n, [r["test_error"] for r in ok]),
                               "under_fit": _fit(n, under),
                               "tail_fit": _fit(n, tail),
-                              "k_star_fit": recovered_mode_exponent(n, [r["k_star"] for r in ok], g),
+                              "k_star_fit": dataclasses.asdict(
+                                  recovered_mode_exponent(n, [r["k_star"] for r in ok], g)),
                               "k_star_range": [ok[0]["k_star"], ok[-1]["k_star"]],
                               "over_negative_at_end": ok[-1]["decomposition"]["over"] < 0,
                               "noise_limited": noise_limited_exponent(g)})

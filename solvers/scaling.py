@@ -214,7 +214,18 @@ def noise_limited_exponent(gamma: float) -> float:
     return 1.0 - 1.0 / (2.0 * gamma)
 
 
-def recovered_mode_exponent(n, k_star, gamma: float, *, level: float = 0.95) -> dict:
+@dataclass(frozen=True)
+class ModeExponentFit:
+    """k* ~ n^a: the fitted a with its confidence interval, and the predicted exponent
+    f = a (2 gamma - 1) of E_under with its interval (THEORY 8)."""
+
+    a: float
+    a_ci: tuple[float, float]
+    exponent: float
+    exponent_ci: tuple[float, float]
+
+
+def recovered_mode_exponent(n, k_star, gamma: float, *, level: float = 0.95) -> ModeExponentFit:
     """a from k* ~ n^a (log-log fit over the points with k* >= 1) and f_pred = a (2 gamma - 1)."""
     n = np.asarray(n, dtype=float)
     k = np.asarray(k_star, dtype=float)
@@ -225,8 +236,7 @@ def recovered_mode_exponent(n, k_star, gamma: float, *, level: float = 0.95) -> 
     t = stats.t.ppf(0.5 + level / 2.0, df=max(1, int(keep.sum()) - 2))
     a, half = float(res.slope), float(t * res.stderr)
     s = 2.0 * gamma - 1.0
-    return {"a": a, "a_ci": [a - half, a + half], "exponent": a * s,
-            "exponent_ci": [(a - half) * s, (a + half) * s]}
+    return ModeExponentFit(a, (a - half, a + half), a * s, ((a - half) * s, (a + half) * s))
 
 
 def recovery_alphas(rows: list[dict]) -> dict[int, float]:

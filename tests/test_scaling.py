@@ -43,8 +43,8 @@ def test_recovered_mode_exponent_and_noise_limited_value():
     n = np.geomspace(1e3, 1e5, 30)
     k = np.floor(0.5 * n ** 0.5)
     out = recovered_mode_exponent(n, k, gamma=1.0)
-    assert out["a"] == pytest.approx(0.5, abs=0.01)
-    assert out["exponent"] == pytest.approx(out["a"] * 1.0)
+    assert out.a == pytest.approx(0.5, abs=0.01) and out.a_ci[0] < out.a < out.a_ci[1]
+    assert out.exponent == pytest.approx(out.a * 1.0)
     assert noise_limited_exponent(1.0) == 0.5 and noise_limited_exponent(1.5) == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="gamma > 1/2"):
         noise_limited_exponent(0.5)

@@ -435,10 +435,10 @@ def cmd_allocation(args: argparse.Namespace) -> int:
                                    executor=executor, workers=workers)
     except ValueError as exc:
         raise _flag_error(exc) from None
-    sweeps = [s.to_dict() for s in res["sweeps"]]
+    sweeps = [s.to_dict() for s in res.sweeps]
     params = {**_sim_params(args, task, kernel), "D": args.D, "n_values": list(args.n_values),
-              "weights": "uniform", "law": res["law"]}
-    payload = {"params": params, "sweeps": sweeps, "table": res["table"],
+              "weights": "uniform", "law": res.law}
+    payload = {"params": params, "sweeps": sweeps, "table": res.table,
                "label": "empirical check, not a proof"}
     out = _out_dir(args, "allocation")
     cols = ["mse", "mse_stderr", "paired_stderr", "bias2", "variance", "covariance"]
@@ -448,7 +448,7 @@ def cmd_allocation(args: argparse.Namespace) -> int:
                     out / "heads_allocation.png",
                     title=f"D = {args.D}, d_model = {d_model}, s = {task.intrinsic_dim}, "
                           f"sigma = {task.sigma:g}, R = {args.draws}, K = {args.targets}")
-    _emit(args, payload, out, "allocation", allocation_table(res["table"], res["law"]))
+    _emit(args, payload, out, "allocation", allocation_table(res.table, res.law))
     return 0
 
 

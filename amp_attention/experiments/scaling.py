@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from amp_attention.solvers.scaling import (PowerLawFit, ScalingPlan, fit_power_law,
-                                           noise_limited_exponent, recovered_mode_exponent,
-                                           recovery_alphas, run_scaling)
+from amp_attention.solvers.scaling import (ModeExponentFit, PowerLawFit, ScalingPlan,
+                                           fit_power_law, noise_limited_exponent,
+                                           recovered_mode_exponent, recovery_alphas, run_scaling)
 
 from ..progress import progress_bar
 
@@ -26,7 +26,7 @@ class ScalingFits:
 
     e_test: PowerLawFit | None = None
     E_under: PowerLawFit | None = None
-    k_star: dict[str, Any] | None = None
+    k_star: ModeExponentFit | None = None
     noise_limited_exponent: float | None = None
     recovery_alpha: dict[str, float] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
@@ -34,7 +34,8 @@ class ScalingFits:
     def to_dict(self) -> dict[str, Any]:
         return {"e_test": None if self.e_test is None else dataclasses.asdict(self.e_test),
                 "E_under": None if self.E_under is None else dataclasses.asdict(self.E_under),
-                "k_star": self.k_star, "noise_limited_exponent": self.noise_limited_exponent,
+                "k_star": None if self.k_star is None else dataclasses.asdict(self.k_star),
+                "noise_limited_exponent": self.noise_limited_exponent,
                 "errors": list(self.errors), "recovery_alpha": dict(self.recovery_alpha)}
 
 

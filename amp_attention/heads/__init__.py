@@ -19,8 +19,8 @@ data through its key subspace Range(W_h).  This subpackage provides
 The command line is ``amp-attention heads`` (:mod:`amp_attention.cli.heads`).
 """
 
-from .allocation import (AllocationResult, allocation_check, allocation_sweep, budget_heads,
-                         divisors, law_dk_star)
+from .allocation import (AllocationCheck, AllocationResult, allocation_check, allocation_sweep,
+                         budget_heads, divisors, law_dk_star)
 from .diversity import (NORMALISATIONS, as_head_stack, cross_grams, head_diversity_index,
                         orthonormal_heads, pairwise_overlaps, pairwise_principal_angles,
                         principal_angles)
@@ -33,7 +33,7 @@ from .weights import (WEIGHTINGS, fibonacci_weights, geometric_weights, head_wei
                       rank_heads, uniform_weights)
 
 __all__ = [
-    "AllocationResult", "HeadPredictions", "KERNELS", "MSEDecomposition", "NORMALISATIONS",
+    "AllocationCheck", "AllocationResult", "HeadPredictions", "KERNELS", "MSEDecomposition", "NORMALISATIONS",
     "NWKernel", "NWTask", "RotationPoint", "WEIGHTINGS", "WeightingComparison",
     "allocation_check", "allocation_sweep", "as_head_stack", "average_decompositions",
     "budget_heads", "compare_weightings", "cross_grams", "decompose_ensemble_mse", "divisors",

@@ -134,17 +134,27 @@ def allocation_sweep(task: NWTask, D: int, *, draws: int, kernel: NWKernel = NWK
                             tuple(float(v) for v in se))
 
 
+@dataclass(frozen=True)
+class AllocationCheck:
+    """:func:`allocation_check`: one :class:`AllocationResult` per n (``sweeps``), the
+    comparison ``table`` (n, log n, empirical argmin (H, d_k), the d_k tied with it,
+    the law's ratio (log n / log n_0)^(2/(4+d)) and the empirical ratio
+    d_k*(n)/d_k*(n_0), n_0 = ns[0]), the task's ``intrinsic_dim``, ``D`` and ``law``."""
+
+    sweeps: tuple[AllocationResult, ...]
+    table: tuple[dict, ...]
+    intrinsic_dim: int
+    D: int
+    law: str
+
+
 def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
                      kernel: NWKernel = NWKernel(), seed: int = 0,
                      target_seeds: Sequence[int] | None = None,
                      progress: Progress = no_progress, executor: cf.Executor | None = None,
-                     workers: int = 0) -> dict:
-    """Empirical check of d_k* ~ (log n)^(2/(4+d)) over the sample sizes ``ns``.
-
-    Returns {"sweeps": [AllocationResult per n], "table": rows with n, log n,
-    the empirical argmin (H, d_k), the head counts tied with it, the law's
-    ratio (log n / log n_0)^(2/(4+d)) and the empirical ratio
-    d_k*(n)/d_k*(n_0)}, n_0 = ns[0].  An empirical check, not a proof.
+                     workers: int = 0) -> AllocationCheck:
+    """Empirical check of d_k* ~ (log n)^(2/(4+d)) over the sample sizes ``ns``
+    (:class:`AllocationCheck`).  An empirical check, not a proof.
     """
     ns = [check_integer("ns", v, 2) for v in ns]
     if not ns:
@@ -159,5 +169,5 @@ def allocation_check(task: NWTask, D: int, ns: Sequence[int], *, draws: int,
               "tied_dk": [D // h for h in s.tied],
               "law_ratio": law_dk_star(s.n, d) / base_law,
               "empirical_ratio": s.argmin_dk / base_emp} for s in sweeps]
-    return {"sweeps": sweeps, "table": table, "intrinsic_dim": d, "D": D,
-            "law": f"d_k* ~ (log n)^(2/(4+d)), d = intrinsic_dim = {d}"}
+    return AllocationCheck(tuple(sweeps), tuple(table), d, D,
+                           f"d_k* ~ (log n)^(2/(4+d)), d = intrinsic_dim = {d}")
