@@ -522,3 +522,27 @@ def test_extreme_values_are_refused_not_tracebacks(capsys, argv, flag) -> None:
     code, _, err = run(capsys, "se", *argv)
     assert code == 2
     assert_one_line_error(err, f"argument {flag}", "must lie in")
+
+
+def test_unvalidated_token_count_is_said_on_stderr_and_in_the_json(capsys) -> None:
+    """seq2lab is validated against simulation at L = 2 only (issue 16, item 6)."""
+    mc = ("--mc-log2n", "8", "--mc-coarse-log2n", "6", "--mc-replicas", "2")
+    code, out, err = run(capsys, "se", "--channel", "seq2lab", "--L", "3", *mc, "--json")
+    assert code in (0, 3)
+    note = json.loads(out)["params"]["validation_note"]
+    assert "only at L = 2" in note and "L = 3 is not validated" in note
+    assert f"note: {note}" in err
+    code, out, err = run(capsys, "se", "--channel", "seq2lab", "--L", "2", *mc, "--json")
+    assert json.loads(out)["params"]["validation_note"] == "" and "note:" not in err
+
+
+def test_unreachable_scheduler_is_a_one_line_error(capsys, monkeypatch, tmp_path) -> None:
+    """An address where no Dask scheduler listens: exit 2 after the timeout, no traceback."""
+    pytest.importorskip("distributed")
+    from amp_attention.cli import common
+
+    monkeypatch.setattr(common, "SCHEDULER_TIMEOUT", 1)
+    code, _, err = run(capsys, "validate", "--alphas", "0.5", "--d", "8", "--seeds", "1",
+                       "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path))
+    assert code == 2
+    assert_one_line_error(err, "--scheduler", "no Dask scheduler answered")

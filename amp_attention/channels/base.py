@@ -29,7 +29,10 @@ without one falls back to the generic path:
     dedicated linear path;
 ``parameters``
     the :class:`~amp_attention.spec.Task` fields the channel reads besides
-    ``L``, ``noise`` and ``noise_at`` (e.g. ``("beta",)``).
+    ``L``, ``noise`` and ``noise_at`` (e.g. ``("beta",)``);
+``validated_tokens``
+    the token counts L at which the channel's SE has been checked against
+    simulation (docs/validation.md); None: every L (absent: none).
 
 Built-in channels are listed in :mod:`.registry`; a user channel is any object
 with these members (usually a :class:`~amp_attention.channels.custom.CustomChannel`
@@ -183,7 +186,7 @@ REQUIRED_MEMBERS = ("name", "L", "K", "M", "noise", "noise_at", "noise_dim", "ou
 OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "zero_loss_geometry": None, "output_jacobian": None,
                                     "hessian_batch": None, "convex": False, "outputs_are_h": False,
-                                    "parameters": ()}
+                                    "parameters": (), "validated_tokens": ()}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)
@@ -210,6 +213,18 @@ def optional_member(channel: object, name: str) -> Any:
     if name not in OPTIONAL_MEMBERS:
         raise ValueError(f"name must be one of {', '.join(OPTIONAL_MEMBERS)}; got {name!r}")
     return getattr(channel, name, OPTIONAL_MEMBERS[name])
+
+
+def validation_note(channel: object) -> str:
+    """'' when the channel's SE is validated against simulation at its L, else one line
+    saying at which L it is (``validated_tokens``)."""
+    valid = optional_member(channel, "validated_tokens")
+    L = channel.L  # type: ignore[attr-defined]
+    if valid is None or L in valid:
+        return ""
+    where = ("at no L" if not valid else "only at L = " + ", ".join(str(v) for v in valid))
+    return (f"the {channel.name} channel's state evolution is validated against simulation "  # type: ignore[attr-defined]
+            f"{where} (docs/validation.md); L = {L} is not validated")
 
 
 def stein_available(channel: object) -> bool:

@@ -36,6 +36,8 @@ class Seq2LabChannel(BuiltinNewtonChannel):
 
     name = "seq2lab"
     M = 1
+    #: SE against extrapolated ERM at L = 2 (docs/validation.md)
+    validated_tokens = (2,)
     _kind = ck.SEQ2LAB
 
     def outputs(self, H: np.ndarray) -> np.ndarray:

@@ -43,6 +43,8 @@ class SoftmaxChannel(BuiltinNewtonChannel):
 
     name = "softmax"
     _kind = ck.SOFTMAX
+    #: SE against extrapolated ERM at L = 2 and 3 (docs/validation.md)
+    validated_tokens = (2, 3)
 
     @property
     def M(self) -> int:  # type: ignore[override]

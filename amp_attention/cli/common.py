@@ -272,6 +272,7 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
 def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
     """Build and validate the :class:`Problem` of the common flags (CLIError on bad input)."""
     from ..channels import channel_class, optional_member
+    from ..channels.base import validation_note
     from ..spec import Learner, PowerLawTarget, Problem, SpikedTarget, Task, WishartTarget
 
     if "beta" not in optional_member(channel_class(args.channel), "parameters"):
@@ -325,9 +326,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     try:
         # subcommands without --alpha (grids, lam -> 0+ limits) set alpha per point
         alpha = getattr(args, "alpha", 0.5) if alpha is None else alpha
-        return Problem(task, target, learner, alpha=alpha)
+        problem = Problem(task, target, learner, alpha=alpha)
     except ValueError as exc:
         raise flag_error(exc, PROBLEM_FLAGS) from None
+    note = validation_note(problem.task.channel_object)
+    if note and not getattr(args, "_noted", False):
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+        args._noted = True
+    return problem
 
 
 def check_positive_finite(flag: str, value: float) -> None:
@@ -368,6 +374,8 @@ def print_params(params: dict, out=None) -> None:
     out = out or sys.stdout
     print("parameters", file=out)
     for k, v in params.items():
+        if v == "" or v is None:  # e.g. an empty validation_note: nothing to say
+            continue
         text = target_text(v) if k == "target" and isinstance(v, dict) else fmt(v)
         print(f"  {k:<18} {text}", file=out)
 
@@ -476,6 +484,10 @@ def add_execution_flags(group, default_workers: int, what: str) -> None:
                        help=f"run the {what} on a local Dask cluster of --workers processes")
 
 
+#: seconds to wait for a Dask scheduler before giving up (exit 2)
+SCHEDULER_TIMEOUT = 10
+
+
 def check_execution(args: argparse.Namespace) -> None:
     """The execution flags' own constraints (call before any computation)."""
     check_min_int("--workers", args.workers, 0)
@@ -499,7 +511,12 @@ def execution(args: argparse.Namespace):
         raise CLIError("argument --scheduler/--dask-local: Dask is not installed; install the "
                        "extra: pip install 'amp-attention[dask]'") from None
     if args.scheduler:
-        client = Client(args.scheduler)
+        try:
+            client = Client(args.scheduler, timeout=SCHEDULER_TIMEOUT)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise CLIError(f"argument --scheduler: no Dask scheduler answered at "
+                           f"{args.scheduler!r} within {SCHEDULER_TIMEOUT} s "
+                           f"({one_line(str(exc)) or type(exc).__name__})") from None
     else:
         client = Client(LocalCluster(n_workers=max(1, args.workers), threads_per_worker=1,
                                      processes=True, dashboard_address=None))

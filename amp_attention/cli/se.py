@@ -97,8 +97,11 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 
 def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
+    from ..channels.base import validation_note
+
     params = {**problem.to_dict(), "method": args.method, "tol": args.tol,
-              "max_iter": args.max_iter, "damping": args.damping, "start": args.start}
+              "max_iter": args.max_iter, "damping": args.damping, "start": args.start,
+              "validation_note": validation_note(problem.task.channel_object)}
     if not closed_form(problem.task.channel):
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
                       mc_coarse_log2n=args.mc_coarse_log2n)
