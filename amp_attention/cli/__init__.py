@@ -7,7 +7,7 @@ API, print.  Shared flags, errors and output helpers are in :mod:`.common`.
 
 Exit codes: 0 success; 2 bad input (argparse errors, any ValueError raised by
 the problem specification, a file that cannot be written); 3 the computation
-ran but did not converge (the results are still printed).  The CLI is the top
+ran but did not converge (the results are still printed); 130 interrupted.  The CLI is the top
 floor of the package: with the experiments it drives, it is the only part of
 ``amp_attention`` that imports ``amp_attention.solvers``, and only inside
 functions, so that ``--help`` answers without loading the scientific stack.
@@ -47,7 +47,8 @@ subcommands
               allocation under a budget, weighting schemes
   quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
 
-exit codes: 0 ok, 2 bad input or channel not available yet, 3 not converged.
+exit codes: 0 ok, 2 bad input, 3 not converged (results still printed), 130 interrupted
+(finished runs and points are saved; rerun to resume).
 Run `amp-attention <subcommand> --help` for the flags."""
 
 
