@@ -308,7 +308,8 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
                  title: str | None = None) -> Path:
     """Scaling-law figure (``amp-attention scaling``): e_test - e0 against n on
     log-log axes with the fitted power law and the slope predicted from k*; the
-    four-way decomposition stacked underneath; the k* staircase."""
+    four terms of the matrix MSE as signed lines with their sum underneath (E_over
+    can be negative); the k* staircase."""
     path = Path(path)
     ok = [r for r in rows if r["converged"] and r.get("decomposition")]
     n = np.array([r["n"] for r in ok], float)
@@ -331,13 +332,17 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7.5)
     ax = axes[1]
-    terms = [("under", r"$E_{\rm under}$"), ("over", r"$E_{\rm over}$"),
-             ("approx", r"$E_{\rm approx}$"), ("mismatch", r"$E_{\rm mismatch}$")]
-    ys = [np.array([r["decomposition"][t] for r in ok]) for t, _ in terms]
-    ax.stackplot(n, *ys, labels=[lab for _, lab in terms], alpha=0.8)
-    ax.plot(n, [r["matrix_mse"] for r in ok], "k-", lw=1, label="matrix MSE")
+    # Signed lines, not a stacked area: E_over is negative wherever the bulk of
+    # Shat carries target energy (THEORY 7), and stacking would hide E_under.
+    terms = [("under", r"$E_{\rm under}$", "-"), ("over", r"$E_{\rm over}$", "--"),
+             ("approx", r"$E_{\rm approx}$", "-."), ("mismatch", r"$E_{\rm mismatch}$", ":")]
+    for t, lab, style in terms:
+        ax.plot(n, [r["decomposition"][t] for r in ok], style, lw=1.5, label=lab)
+    ax.plot(n, [r["matrix_mse"] for r in ok], "k-", lw=2.2, alpha=0.35,
+            label="matrix MSE = sum of the four")
+    ax.axhline(0.0, color="0.3", lw=0.8)
     ax.set_xscale("log")
-    ax.set_ylabel("decomposition of the matrix MSE")
+    ax.set_ylabel("matrix-MSE terms (signed)")
     ax.legend(fontsize=7.5, ncol=2)
     ax.grid(alpha=0.3)
     ax = axes[2]

@@ -108,3 +108,37 @@ def test_scaling_cli_writes_outputs_and_leaves_other_defaults_alone(tmp_path, ca
     assert args.target == "wishart"
     assert main(["scaling", "--lam-exponent", "5", "--out", str(out)]) == 2
     assert "--lam-exponent: lam_exponent must lie in [0, 2]" in capsys.readouterr().err
+
+
+def test_scaling_figure_draws_signed_terms_not_a_stack(tmp_path, monkeypatch):
+    """A negative E_over must be visible: the decomposition panel has one line per term
+    (no stacked areas), a zero line, and labelled axes (issue 16, item 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.collections import PolyCollection
+
+    from amp_attention import plotting
+
+    captured = {}
+    real_save = plotting.save_figure
+
+    def keep(fig, path, title=None):
+        captured["fig"] = fig
+        return real_save(fig, path, title)
+
+    n = [1e4, 1e5, 1e6]
+    rows = [{"converged": True, "n": v, "test_error": 0.1 / (1 + i), "matrix_mse": 0.05 / (1 + i),
+             "k_star": 3 + i,
+             "decomposition": {"under": 0.06 / (1 + i), "over": 0.01 - 0.01 * i,
+                               "approx": 0.001, "mismatch": 0.001 * (1 - i)}}
+            for i, v in enumerate(n)]
+    monkeypatch.setattr(plotting, "save_figure", keep)
+    plotting.plot_scaling(rows, {"e_test": None, "k_star": None}, tmp_path / "s.png")
+    ax = captured["fig"].axes[1]
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    over = [ln for ln in ax.get_lines() if "over" in ln.get_label()]
+    assert len(over) == 1 and min(over[0].get_ydata()) < 0
+    assert any(list(ln.get_ydata()) == [0.0, 0.0] for ln in ax.get_lines())   # the zero line
+    assert ax.get_ylabel() and captured["fig"].axes[2].get_xlabel()
+    assert (tmp_path / "s.png").stat().st_size > 0

@@ -118,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
     plotting.plot_scaling(rows, fits, out / "scaling.png",
                           title=f"{problem.task.channel_name} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"
-                                f" (alpha/{lo:g})^-{args.lam_exponent:g}, Delta={problem.task.noise:g}")
+                                + (f" (alpha/{lo:g})^-{args.lam_exponent:g}" if args.lam_exponent
+                                   else "")
+                                + f", Delta={problem.task.noise:g}")
     fe, fk = fits["e_test"], fits["k_star"]
     print(f"{len(ok)}/{len(rows)} points converged; k* from {ok[0]['k_star'] if ok else '-'} "
           f"to {ok[-1]['k_star'] if ok else '-'}")
