@@ -546,3 +546,29 @@ def test_unreachable_scheduler_is_a_one_line_error(capsys, monkeypatch, tmp_path
                        "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path))
     assert code == 2
     assert_one_line_error(err, "--scheduler", "no Dask scheduler answered")
+
+
+def test_size_guards_refuse_before_allocating(capsys, monkeypatch, tmp_path) -> None:
+    """issue 16, item 3: the memory of a finite-d run and the size of a grid are estimated
+    first; beyond the guard exit 2 says what is needed, unless --allow-large."""
+    from amp_attention import resources
+
+    monkeypatch.setattr(resources, "available_memory", lambda: 2**20)      # 1 MiB free
+    code, out, err = run(capsys, "erm", "--d", "8", "--n-seeds", "1")
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "--d", "d = 8", "GiB of memory", "--allow-large")
+    code, _, _ = run(capsys, "erm", "--d", "8", "--n-seeds", "1", "--allow-large")
+    assert code == 0
+    for argv in (("amp", "--d", "16"), ("validate", "--d", "16", "--out", str(tmp_path / "v")),
+                 ("spectrum", "--simulate", "--d", "16", "--out", str(tmp_path / "s"))):
+        code, _, err = run(capsys, *argv)
+        assert code == 2 and "--allow-large" in err, argv
+    monkeypatch.undo()
+    # the real machine: d = 3000 at alpha = 0.5 needs hundreds of GiB
+    code, _, err = run(capsys, "erm", "--d", "3000")
+    assert_one_line_error(err, "d = 3000", "n = 4500000")
+    out_dir = tmp_path / "pd"
+    code, _, err = run(capsys, "phase-diagram", "--alpha-range", "0.1", "2", "100000",
+                       "--lam-range", "0.001", "1", "100000", "--out", str(out_dir))
+    assert code == 2 and not out_dir.exists()
+    assert_one_line_error(err, "10000000000 grid points", "--allow-large")

@@ -7,8 +7,8 @@ import dataclasses
 import sys
 
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, GAMP_DIVERGED_HINT, MODEL, PROG, HelpFormatter,
-                     add_mc_group, check_min_int, closed_form, dumps, flag_error, mc_options,
-                     print_params, problem_from_args, refuse_given)
+                     add_allow_large, add_mc_group, check_min_int, check_size, closed_form, dumps,
+                     flag_error, mc_options, print_params, problem_from_args, refuse_given)
 
 
 AMP_DESCRIPTION = f"""\
@@ -54,6 +54,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g = amp.add_argument_group("output")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, gamp, se_iterates, se} instead of tables")
+    add_allow_large(amp.add_argument_group("size"))
     amp.set_defaults(func=run)
 
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         seed = check_seed(args.seed)
     except ValueError as exc:
         raise flag_error(exc, {"d": "--d", "seed": "--seed"}) from None
+    check_size(args, problem, [d])
     check_min_int("--n-test", args.n_test, 1)
     check_min_int("--se-iterates", args.se_iterates, 0)
     if args.damping != 1.0:

@@ -336,6 +336,32 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     return problem
 
 
+def add_allow_large(group) -> None:
+    group.add_argument("--allow-large", action="store_true",
+                       help="run even when the estimated size (memory of a finite-d run, "
+                            "points of a grid) exceeds the guard (default: refuse with exit 2 "
+                            "and say what is needed)")
+
+
+def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
+               flag: str = "--d") -> None:
+    """Refuse (exit 2) a finite-d run whose memory estimate does not fit, unless
+    --allow-large (amp_attention.resources); ``alphas`` default (problem.alpha,)."""
+    from ..data import n_samples
+    from ..resources import finite_d_memory, memory_shortfall
+
+    if getattr(args, "allow_large", False):
+        return
+    alpha = max(alphas) if alphas else problem.alpha
+    for d in sorted(ds, reverse=True):
+        n = n_samples(alpha, d)
+        why = memory_shortfall(finite_d_memory(n, problem.task.L, d))
+        if why:
+            raise CLIError(f"argument {flag}: d = {d} (n = {n} samples of L = "
+                           f"{problem.task.L} tokens) {why}; lower {flag} or --alpha, or pass "
+                           "--allow-large")
+
+
 def check_positive_finite(flag: str, value: float) -> None:
     if not (math.isfinite(value) and value > 0):
         raise CLIError(f"argument {flag}: must be > 0 and finite (allowed range "

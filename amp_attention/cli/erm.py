@@ -7,8 +7,9 @@ import argparse
 import sys
 
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
-                     check_min_int, check_positive_finite, dumps, flag_error, fmt, one_line,
-                     print_params, problem_from_args, refuse_given, run_erm)
+                     add_allow_large, check_min_int, check_positive_finite, check_size, dumps,
+                     flag_error, fmt, one_line, print_params, problem_from_args, refuse_given,
+                     run_erm)
 
 
 ERM_DESCRIPTION = f"""\
@@ -49,6 +50,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="maximum optimiser iterations per seed (default: 20000)")
     g.add_argument("--json", action="store_true",
                    help="print one JSON object {params, mean, stderr, per_seed, all_converged}")
+    add_allow_large(erm.add_argument_group("size"))
     erm.set_defaults(func=run)
 
 
@@ -62,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         d = check_dimension(args.d)
     except ValueError as exc:
         raise flag_error(exc, {"d": "--d"}) from None
+    check_size(args, problem, [d])
     if optional_member(channel_class(problem.task.channel), "convex"):
         refuse_given(args, ("restarts",), f"applies only to non-convex channels (the "
                                            f"{problem.task.channel} channel's ERM is convex and "

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..files import atomic_write_text
 from ..progress import progress_bar as _progress
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, add_execution_flags,
-                     add_mc_group, check_execution, dumps, execution, flag_error, mc_options,
-                     prepare_path, problem_from_args, refuse_given, se_failure, write_spectrum)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, add_allow_large,
+                     add_execution_flags, add_mc_group, check_execution, check_size, dumps,
+                     execution, flag_error, mc_options, prepare_path, problem_from_args,
+                     refuse_given, se_failure, write_spectrum)
 
 
 SPECTRUM_DESCRIPTION = f"""\
@@ -53,7 +54,9 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="amp-attention-spectrum", metavar="DIR",
                    help="output directory, created if needed; reruns resume from it "
                         "(default: ./amp-attention-spectrum)")
-    add_execution_flags(sp.add_argument_group("execution (with --simulate)"), 0, "Adam runs")
+    g = sp.add_argument_group("execution (with --simulate)")
+    add_execution_flags(g, 0, "Adam runs")
+    add_allow_large(g)
     add_mc_group(sp)
     sp.set_defaults(func=run)
 
@@ -67,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.simulate:
         refuse_given(args, ("d", "seeds", "target_spectrum", "lr", "lr_min", "zero_tol", "bins",
-                            "workers", "scheduler", "dask_local"),
+                            "workers", "scheduler", "dask_local", "allow_large"),
                      "applies only with --simulate (without it only the prediction is written)")
     problem = problem_from_args(args)
     check_execution(args)
@@ -79,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise flag_error(exc, {"lr_min": "--lr-min", "lr": "--lr", "ds": "--d",
                                 "seeds": "--seeds", "zero_tol": "--zero-tol",
                                 "bins": "--bins"}) from None
+    if args.simulate:
+        check_size(args, problem, plan.ds)
     out = prepare_path(Path(args.out) / "spectrum.csv").parent
     params = {**problem.to_dict()}
     se = solve_state_evolution(problem, spectrum=True, mc=plan.mc)

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from ..progress import progress_bar as _progress
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, add_execution_flags,
-                     add_mc_group, check_execution, execution, flag_error, mc_options,
-                     prepare_path, problem_from_args)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, add_allow_large,
+                     add_execution_flags, add_mc_group, check_execution, check_size, execution,
+                     flag_error, mc_options, prepare_path, problem_from_args)
 
 
 VALIDATE_DESCRIPTION = f"""\
@@ -53,6 +53,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                         "(default: ./amp-attention-validate)")
     add_execution_flags(v.add_argument_group("execution"), 0, "Adam runs")
     add_mc_group(v)
+    add_allow_large(v.add_argument_group("size"))
     v.set_defaults(func=run)
 
 
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",
                                 "ds": "--d", "seeds": "--seeds"}) from None
+    check_size(args, problem, plan.ds, plan.alphas)
     out = prepare_path(Path(args.out) / "validate.json").parent
     with execution(args) as (executor, workers):
         summary = run_validation(plan, out, executor=executor, workers=workers,

@@ -1,0 +1,54 @@
+"""Size guards: what a finite-d run will need, against what the machine has.
+
+The estimate is deliberately simple and on the safe side: a finite-d run holds
+the tokens X (n L d doubles), about two work arrays of that size (forward
+products, gradients), the test tokens (max(n, 20000) L d doubles, drawn at
+once), and a few dozen d x d matrices.
+"""
+
+from __future__ import annotations
+
+import os
+
+#: a run may take at most this share of the memory available when it starts
+MEMORY_SHARE = 0.8
+#: d x d matrices a finite-d run keeps at once (S, gradients, momenta, eigenvectors)
+DD_MATRICES = 24
+#: test samples drawn at once by the population error
+N_TEST_MIN = 20000
+
+
+def available_memory() -> int | None:
+    """Bytes available for new allocations (MemAvailable of /proc/meminfo; None if
+    unknown, e.g. not Linux)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def finite_d_memory(n: int, L: int, d: int) -> int:
+    """Bytes a finite-d run (ERM, GAMP or Adam) of n samples of L tokens in dimension d
+    needs at most (module docstring)."""
+    return 8 * (3 * n * L * d + max(n, N_TEST_MIN) * L * d + DD_MATRICES * d * d)
+
+
+def gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def memory_shortfall(need: int, available: int | None = None) -> str:
+    """'' when ``need`` bytes fit in MEMORY_SHARE of the available memory, else the
+    sentence that says what is needed and what is available."""
+    available = available_memory() if available is None else available
+    if available is None or need <= MEMORY_SHARE * available:
+        return ""
+    return (f"needs about {gib(need)} of memory, but {gib(available)} are available "
+            f"(a run may take {MEMORY_SHARE:.0%} of it)")
