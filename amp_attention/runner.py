@@ -11,9 +11,45 @@ module-level (picklable) and their arguments plain data.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import os
+import signal
+import sys
+import threading
+import time
 from typing import Any, Callable, Iterable, Sequence
 
 from .checks import check_count
+
+
+#: PR_SET_PDEATHSIG of prctl(2): the signal a Linux process gets when its parent dies
+_PR_SET_PDEATHSIG = 1
+
+
+def _watch_parent(parent: int) -> None:
+    while True:
+        if os.getppid() != parent:
+            os._exit(1)
+        time.sleep(1.0)
+
+
+def die_with_parent() -> None:
+    """Worker initializer: end this process when the one that started it dies (a
+    SIGKILLed CLI must not leave workers computing and writing).  On Linux the
+    kernel sends SIGKILL (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread
+    polls the parent id every second."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent:   # the parent died before prctl took effect
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
@@ -38,7 +74,8 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
             results.append(r)
         return results
     own = executor is None
-    ex = cf.ProcessPoolExecutor(max_workers=workers) if own else executor
+    ex = (cf.ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent) if own
+          else executor)
     futures: dict[cf.Future, int] = {}
     try:
         for i, t in enumerate(tasks):

@@ -1,0 +1,69 @@
+"""amp_attention.runner: order, errors, and workers that die with their parent (issue 16, item 5)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from amp_attention.runner import run_tasks
+
+HERE = Path(__file__).resolve().parent
+
+
+def _square(x):
+    return x * x
+
+
+def _fails(x):
+    raise ValueError(f"task {x} failed")
+
+
+def test_results_come_back_in_task_order_wherever_they_run():
+    tasks = [(i,) for i in range(7)]
+    assert run_tasks(_square, tasks) == run_tasks(_square, tasks, workers=2) == [i * i for i in range(7)]
+    seen = []
+    run_tasks(_square, tasks, progress=lambda it, n: (seen.append(n), it)[1])
+    assert seen == [7] and run_tasks(_square, []) == []
+
+
+def test_a_failing_task_stops_the_sweep_with_its_error():
+    with pytest.raises(ValueError, match="task"):
+        run_tasks(_fails, [(1,), (2,)], workers=2)
+    with pytest.raises(ValueError, match="workers"):
+        run_tasks(_square, [(1,)], workers=-1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split()[2] == "Z")   # zombies are dead
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc and SIGKILL")
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    parent = subprocess.Popen([sys.executable, str(HERE / "runner_orphan_task.py"), str(tmp_path)],
+                              env=env)
+    try:
+        deadline = time.time() + 60
+        while len(list(tmp_path.glob("pid*"))) < 2:
+            assert time.time() < deadline, "the workers did not start"
+            time.sleep(0.2)
+        pids = [int(p.read_text()) for p in tmp_path.glob("pid*")]
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.time() + 10
+        while any(_alive(p) for p in pids) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(p) for p in pids), "workers outlived their parent"
+        assert not list(tmp_path.glob("done*"))
+    finally:
+        if parent.poll() is None:
+            parent.kill()
