@@ -36,13 +36,15 @@ import numpy as np
 
 from amp_attention.spec import Problem
 
-from amp_attention.files import atomic_write_json
+from amp_attention.files import atomic_write_json, ensure_directory, read_checkpoint
 from amp_attention.runner import run_tasks
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
 #: fields stored per point and in the npz (SE result names)
 FIELDS = ("test_error", "train_error", "matrix_mse", "rank_fraction", "trace_per_d", "loss",
           "m", "q", "V")
+#: what a point file must hold to count as finished (else it is moved aside and recomputed)
+POINT_KEYS = FIELDS + ("converged", "status", "iterations")
 FIELD_HELP = {
     "test_error": "clean test error e_test = E||g(h(S0)) - g(h(Shat))||^2",
     "train_error": "train error (1/n) sum ||y - yhat||^2",
@@ -140,8 +142,8 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     computed, x_prev = 0, None
     for i in _order(plan, direction):
         path = point_file(out, j, direction, i)
-        if path.exists():
-            rec = json.loads(path.read_text())
+        rec = read_checkpoint(path, POINT_KEYS)
+        if rec is not None:
             if rec["converged"]:
                 x_prev = (rec["m"], rec["q"], rec["V"])
             continue
@@ -183,17 +185,18 @@ def run_phase_diagram(
     number of points this call solved.
     """
     out = Path(out)
-    (out / "points").mkdir(parents=True, exist_ok=True)
+    ensure_directory(out / "points")
     meta_path = out / "phase_diagram.json"
     plan_dict = plan.to_dict()
-    if meta_path.exists():
-        old = json.loads(meta_path.read_text())
+    old = read_checkpoint(meta_path, ("plan",))
+    if old is not None:
         if not _same_plan(old.get("plan"), plan_dict):
             raise ValueError(f"{out} holds a phase diagram of other parameters; use another "
                              "output directory")
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
     tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
-             if not all(point_file(out, j, dr, i).exists() for i in range(len(plan.alphas)))]
+             if not all([read_checkpoint(point_file(out, j, dr, i), POINT_KEYS) is not None
+                         for i in range(len(plan.alphas))])]
     computed = sum(run_tasks(run_sweep, [(plan, str(out), j, dr) for j, dr in tasks],
                              executor=executor, workers=workers, progress=progress))
     meta = assemble(plan, out, thresholds)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
-from amp_attention.files import atomic_write_json
+from amp_attention.files import atomic_write_json, read_checkpoint
 from amp_attention.runner import run_tasks
 from amp_attention.spec import PowerLawTarget, Problem
 
@@ -81,6 +80,10 @@ class ScalingPlan:
         return dataclasses.replace(self.problem, alpha=float(alpha), learner=learner)
 
 
+#: what a point file must hold to count as finished (else it is moved aside and recomputed)
+POINT_KEYS = ("alpha", "n", "converged", "m", "q", "V", "test_error")
+
+
 def point_file(out: Path, index: int, alpha: float) -> Path:
     return Path(out) / "points" / f"{index:04d}_a{alpha:.6g}.json"
 
@@ -109,9 +112,8 @@ def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[d
     for i in indices:
         a = plan.alphas[i]
         f = point_file(Path(out), i, a) if out is not None else None
-        if f is not None and f.exists():
-            row = json.loads(f.read_text())
-        else:
+        row = read_checkpoint(f, POINT_KEYS) if f is not None else None
+        if row is None:
             row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
             if f is not None:
                 f.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import atomic_write_json
+from amp_attention.files import atomic_write_json, ensure_directory, read_checkpoint
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
@@ -71,6 +70,10 @@ class SpectrumPlan:
             raise ValueError(f"zero_tol must lie in [0, 1), got {self.zero_tol!r}")
         if int(self.bins) != self.bins or self.bins < 2:
             raise ValueError(f"bins must be an integer >= 2, got {self.bins!r}")
+
+
+#: what a run file must hold to count as finished (else it is moved aside and redone)
+SPECTRUM_RUN_KEYS = ("d", "seed", "converged", "eigenvalues_S")
 
 
 def spectrum_run_file(out: Path, d: int, seed: int) -> Path:
@@ -123,7 +126,7 @@ def run_spectrum_check(
     :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``,
     ``progress`` as there: in this process by default)."""
     out = Path(out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
+    ensure_directory(out / "runs")
     if se is None:
         se = solve_state_evolution(plan.problem, spectrum=True, mc=plan.mc)
     if se.spectrum is None:
@@ -133,11 +136,11 @@ def run_spectrum_check(
                            f"{se.residual:.3g}); no prediction to compare with")
     pred = PredictedSpectrum.from_se(plan.problem, se)
     todo = [(d, s) for d in plan.ds for s in range(plan.seeds)
-            if not spectrum_run_file(out, d, s).exists()]
+            if read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS) is None]
     run_tasks(train_spectrum_run, [(plan.problem, d, s, plan.adam, plan.target_spectrum, str(out))
                                    for d, s in todo],
               executor=executor, workers=workers, progress=progress)
-    runs = [json.loads(spectrum_run_file(out, d, s).read_text())
+    runs = [read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS)
             for d in plan.ds for s in range(plan.seeds)]
     measures = [run_measures(pred, r, plan.zero_tol) for r in runs]
     per_d = []

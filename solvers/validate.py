@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import atomic_write_csv, atomic_write_json
+from amp_attention.files import (atomic_write_csv, atomic_write_json, ensure_directory,
+                                 read_checkpoint)
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
@@ -94,6 +94,10 @@ def _at(problem: Problem, alpha: float) -> Problem:
     return dataclasses.replace(problem, alpha=float(alpha))
 
 
+#: what a run file must hold to count as finished (else it is moved aside and redone)
+RUN_KEYS = ("alpha", "d", "seed", "converged", "test_error", "train_error", "matrix_mse")
+
+
 def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
     return out / "runs" / f"a{alpha:.6g}_d{d}_s{seed}.json"
 
@@ -120,12 +124,13 @@ def run_validation(
     :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``, ``progress``
     as there: in this process by default)."""
     out = Path(out)
-    (out / "runs").mkdir(parents=True, exist_ok=True)
-    todo = [(a, d, s) for a, d, s in plan.runs() if not run_file(out, a, d, s).exists()]
+    ensure_directory(out / "runs")
+    todo = [(a, d, s) for a, d, s in plan.runs()
+            if read_checkpoint(run_file(out, a, d, s), RUN_KEYS) is None]
     run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out))
                           for a, d, s in todo],
               executor=executor, workers=workers, progress=progress)
-    runs = [json.loads(run_file(out, a, d, s).read_text()) for a, d, s in plan.runs()]
+    runs = [read_checkpoint(run_file(out, a, d, s), RUN_KEYS) for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))
     theory = []

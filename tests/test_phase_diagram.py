@@ -147,3 +147,33 @@ def test_bad_plans_name_the_parameter():
         PhaseDiagramPlan(PROBLEM, (1.0, 0.5), (0.1,))
     with pytest.raises(ValueError, match="lams"):
         PhaseDiagramPlan(PROBLEM, (0.5,), (-0.1,))
+
+
+def test_unreadable_points_are_moved_aside_and_recomputed(tmp_path):
+    """issue 16, item 5: a truncated file, garbage and valid JSON of the wrong shape are
+    named, kept beside as <name>.unreadable and computed again; the diagram equals an
+    untouched run.  A file where points/ should be is a one-line error."""
+    ref_dir, out = tmp_path / "ref", tmp_path / "pd"
+    run_phase_diagram(PLAN, ref_dir, workers=0)
+    run_phase_diagram(PLAN, out, workers=0)
+    bad = {point_file(out, 0, "up", 1): "{\"i\": 1, \"te",      # truncated
+           point_file(out, 1, "down", 2): "\x00garbage",
+           point_file(out, 2, "up", 0): json.dumps({"i": 0, "converged": True})}
+    for path, text in bad.items():
+        path.write_text(text)
+    with pytest.warns(RuntimeWarning, match="not a readable result") as record:
+        meta = run_phase_diagram(PLAN, out, workers=0)
+    named = " ".join(str(w.message) for w in record)
+    for path in bad:
+        assert str(path) in named
+        aside = path.with_name(path.name + ".unreadable")
+        assert aside.read_text() == bad[path]            # kept, not deleted
+    assert meta["computed"] >= len(bad)
+    ref, again = _arrays(ref_dir), _arrays(out)
+    for f in FIELDS:
+        np.testing.assert_array_equal(again[f], ref[f])
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "points").write_text("not a directory")
+    with pytest.raises(ValueError, match="points exists and is not a directory"):
+        run_phase_diagram(PLAN, blocked, workers=0)
