@@ -572,3 +572,18 @@ def test_size_guards_refuse_before_allocating(capsys, monkeypatch, tmp_path) -> 
                        "--lam-range", "0.001", "1", "100000", "--out", str(out_dir))
     assert code == 2 and not out_dir.exists()
     assert_one_line_error(err, "10000000000 grid points", "--allow-large")
+
+
+def test_ctrl_c_promises_a_resume_only_where_there_is_one(capsys, monkeypatch) -> None:
+    """issue 16, item 8: `se` saves nothing, so its Ctrl-C message must not promise a resume."""
+    from amp_attention.cli import se, validate
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(se, "run", interrupted)
+    monkeypatch.setattr(validate, "run", interrupted)
+    code, _, err = run(capsys, "se")
+    assert code == 130 and "nothing was saved" in err and "resume" not in err
+    code, _, err = run(capsys, "validate")
+    assert code == 130 and "rerun the same command to resume" in err

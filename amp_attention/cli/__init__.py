@@ -26,6 +26,9 @@ from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, p
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
+#: the subcommands that save every finished run or point (spectrum: with --simulate)
+RESUMABLE = ("validate", "spectrum", "phase-diagram", "scaling")
+
 
 TOP_DESCRIPTION = f"""\
 High-dimensional theory engine for tied single-head attention: state evolution
@@ -88,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        # resumable commands (validate, spectrum, phase-diagram) have saved every finished run
-        print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same command "
-              "to resume", file=sys.stderr)
+        if args.command in RESUMABLE and (args.command != "spectrum" or args.simulate):
+            print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same "
+                  "command to resume", file=sys.stderr)
+        else:
+            print(f"{PROG}: interrupted; nothing was saved", file=sys.stderr)
         return 130
     except BrokenPipeError:  # e.g. `amp-attention se --json | head -c 100`
         devnull = os.open(os.devnull, os.O_WRONLY)
