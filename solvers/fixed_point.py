@@ -40,9 +40,9 @@ def relative_residual(x: np.ndarray, tx: np.ndarray, floor: float = 1e-8) -> flo
     return float(np.max(np.abs(tx - x) / np.maximum(np.abs(tx), floor)))
 
 
-def _evaluate(T, x: np.ndarray, it: int, history: list[float]):
-    """(T(x), relative residual), appended to ``history``; or the failure report
-    when T raises or is not finite."""
+def _evaluate(T, x: np.ndarray, it: int, history: list[float], monitor=None):
+    """(T(x), relative residual), appended to ``history`` and passed to
+    ``monitor(it, residual)``; or the failure report when T raises or is not finite."""
     try:
         tx = np.asarray(T(x), dtype=float)
     except (ValueError, FloatingPointError, ZeroDivisionError) as exc:
@@ -50,6 +50,8 @@ def _evaluate(T, x: np.ndarray, it: int, history: list[float]):
     if not np.all(np.isfinite(tx)):
         return _report(x, False, it, math.inf, Status.DIVERGED, "non-finite map value", history)
     history.append(relative_residual(x, tx))
+    if monitor is not None:
+        monitor(it, history[-1])
     return tx, history[-1]
 
 
@@ -63,8 +65,9 @@ def solve_fixed_point(
     damping: float = 1.0,
     memory: int = 5,
     valid: Callable[[np.ndarray], bool] | None = None,
+    monitor: Callable[[int, float], None] | None = None,
 ) -> FixedPointReport:
-    """Solve x = T(x).
+    """Solve x = T(x) (``monitor(iteration, residual)`` sees every evaluation).
 
     method "damped": x <- (1 - damping) x + damping T(x).
     method "anderson": type-II Anderson mixing on the residual f = T(x) - x with
@@ -84,7 +87,7 @@ def solve_fixed_point(
     dF: list[np.ndarray] = []
     x_prev = f_prev = None
     for it in range(1, max_iter + 1):
-        out = _evaluate(T, x, it, history)
+        out = _evaluate(T, x, it, history, monitor)
         if isinstance(out, FixedPointReport):
             return out
         tx, res = out
@@ -127,6 +130,7 @@ def solve_fixed_point_quasi_newton(
     tol: float = 1e-10,
     max_iter: int = 20,
     valid: Callable[[np.ndarray], bool] | None = None,
+    monitor: Callable[[int, float], None] | None = None,
 ) -> FixedPointReport:
     """Solve r(x) = T(x) - x = 0 by quasi-Newton steps x <- x - B^(-1) r(x).
 
@@ -147,7 +151,7 @@ def solve_fixed_point_quasi_newton(
     history: list[float] = []
     x_prev = r_prev = None
     for it in range(1, max_iter + 1):
-        out = _evaluate(T, x, it, history)
+        out = _evaluate(T, x, it, history, monitor)
         if isinstance(out, FixedPointReport):
             return out
         tx, res = out

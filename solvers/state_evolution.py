@@ -13,6 +13,7 @@ One SE point: spec -> target spectrum -> [hats from the channel at (m, q, V)]
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
 from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoiser,
                                        FiniteSizeOptions, residual_kurtosis)
+from amp_attention.progress import progress_bar
 from amp_attention.result import Result, Status
 from amp_attention.spec import Problem
 from amp_attention.targets import DiscreteMeasure, target_measure
@@ -255,7 +257,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
         grad = _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
             rf = solve_fixed_point_quasi_newton(se, rc.x, grad[:3], tol=tol, max_iter=12,
-                                         valid=se.valid)
+                                                valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
                 return rf, grad, rc.iterations
             if se.valid(rf.x) and np.all(np.isfinite(rf.x)):
@@ -266,18 +268,18 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
 
 
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
-                max_iter: int):
+                max_iter: int, monitor=None):
     """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
     basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
     where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
     repeated with the damped iteration from the same start.  Returns (report,
     Jacobian, coarse iterations, method label)."""
     rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
-                                      max_iter=max_iter)
+                                      max_iter=max_iter, monitor=monitor)
     if rep.converged or method != "anderson":
         return rep, grad, n_coarse, method
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
-                                  max_iter=max_iter)
+                                  max_iter=max_iter, monitor=monitor)
     label = f"damped after anderson failed: {rep.summary}"
     if rep2.converged or rep2.residual < rep.residual:
         return rep2, grad2, n_coarse + n2, label
@@ -375,6 +377,32 @@ def finite_size_warning(kurtosis: float, list_d: int, *, rank_capped: bool) -> s
                    "MSE); the gap closes like 1/d at a fixed spectral law (docs/validation.md)")
 
 
+@contextlib.contextmanager
+def _progress_monitor(show: bool, desc: str, tol: float):
+    """A monitor(iteration, residual) that drives a progress bar (stderr, terminal only):
+    iterations, the residual and the iterations still needed at the current
+    geometric rate; None when ``show`` is False."""
+    if not show:
+        yield None
+        return
+    bar = progress_bar(desc=desc, unit="it")
+    last: list[float] = []
+
+    def monitor(it: int, res: float) -> None:
+        bar.update(1)
+        text = f"residual {res:.1e}"
+        if last and 0 < res < last[-1] and res > tol:
+            rate = res / last[-1]
+            text += f", ~{math.ceil(math.log(tol / res) / math.log(rate))} it to tol"
+        last[:] = [res]
+        bar.set_postfix_str(text, refresh=False)
+
+    try:
+        yield monitor
+    finally:
+        bar.close()
+
+
 def solve_state_evolution(
     problem: Problem,
     *,
@@ -389,6 +417,7 @@ def solve_state_evolution(
     x0=None,
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
+    progress: bool = False,
 ) -> SEResult:
     """Solve the SE fixed point of ``problem`` (THEORY 4.3).
 
@@ -415,6 +444,10 @@ def solve_state_evolution(
     kurtosis of h(Shat - S0) at the list's d, and ``finite_size_warning`` when it
     exceeds ``RESIDUAL_KURTOSIS_WARN`` (the deterministic equivalent is then
     measurably below finite-d ERM at that d; docs/validation.md).
+
+    ``progress``: a progress bar per start on stderr (a terminal only: nothing
+    is written into logs or pipes) with the iteration, the residual and the
+    iterations still needed at the current rate.
     """
     _check_solver_options(method, start, tol, max_iter, damping)
     if finite_d is not None and spectrum:
@@ -433,8 +466,10 @@ def solve_state_evolution(
         names = ("informative", "uninformative") if start == "both" else (start,)
     runs, extra = {}, {}
     for name in names:
-        rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
-                                                max_iter=max_iter, damping=damping)
+        with _progress_monitor(progress, f"SE, {name} start", tol) as monitor:
+            rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
+                                                    max_iter=max_iter, damping=damping,
+                                                    monitor=monitor)
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse, used)
     if not any(r.converged for r, _ in runs.values()):

@@ -170,3 +170,35 @@ def test_tiny_alpha_fixed_point_is_found_with_v_eliminated() -> None:
     x = np.array([r.m, r.q, r.V])
     assert np.max(np.abs(se(x) - x) / np.abs(x)) < 1e-9  # a fixed point of the full map
     assert 10 < r.V < 1e3 and 0 < r.q < 1  # V ~ 1/lam scale; Shat small, as direct ERM finds
+
+
+def test_progress_reports_iterations_and_residual_without_changing_the_result(monkeypatch):
+    """issue 16, item 8: a progress bar per start (iteration, residual, iterations to
+    tol); the solve itself is unchanged, and off a terminal nothing is written."""
+    from amp_attention.solvers import state_evolution as sev
+
+    bars = []
+
+    class Recorder:
+        def __init__(self, **kw):
+            self.desc, self.n, self.postfix = kw.get("desc"), 0, []
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix_str(self, text, refresh=True):
+            self.postfix.append(text)
+
+        def close(self):
+            pass
+
+    p = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.6)
+    plain = sev.solve_state_evolution(p)
+    monkeypatch.setattr(sev, "progress_bar", Recorder)
+    shown = sev.solve_state_evolution(p, progress=True)
+    assert (shown.m, shown.q, shown.V, shown.iterations) == (plain.m, plain.q, plain.V,
+                                                             plain.iterations)
+    assert [b.desc for b in bars] == ["SE, informative start", "SE, uninformative start"]
+    assert all(b.n >= 1 and b.postfix[-1].startswith("residual") for b in bars)
+    assert any("it to tol" in t for b in bars for t in b.postfix)

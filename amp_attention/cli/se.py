@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     result = solve_state_evolution(problem, method=args.method, tol=args.tol,
                                    max_iter=args.max_iter, damping=args.damping,
                                    start=args.start, spectrum=spectrum_path is not None,
-                                   mc=mc, finite_d=finite_d)
+                                   mc=mc, finite_d=finite_d, progress=True)
 
     params = _se_params(problem, args)
     if spectrum_path is not None:
