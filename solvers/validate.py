@@ -193,39 +193,62 @@ def _write_csv(path: Path, table: list[dict]) -> None:
     atomic_write_csv(path, keys, ([row.get(k, "") for k in keys] for row in table))
 
 
-def plot_validation(summary: dict, path: Path) -> Path:
-    """Theory lines, per-d points with error bars and the d -> inf points per
-    quantity; last panel: the test error against 1/d with the fits."""
+#: y-axis labels of the validated quantities (symbols as in docs/theory.md)
+YLABELS = {"test_error": r"test error $e_{\rm test} = E\,\|g(h(S_0)) - g(h(\hat S))\|^2$",
+           "train_error": r"train error $e_{\rm train}$",
+           "matrix_mse": r"matrix MSE $\|\hat S - S_0\|_F^2 / d$"}
+
+
+def _validation_title(params: dict) -> str:
+    t = params["target"]
+    target = (f"Wishart kappa0={t['kappa0']:g}" if t.get("kind") in ("wishart", "spiked")
+              else t.get("kind", ""))
+    return (f"{params['channel']} L={params['L']}, {target}, kappa={params['kappa']:g}, "
+            f"lam={params['lam']:g}, Delta={params['noise']:g}; Adam lr={params['adam']['lr']:g}, "
+            f"{params['target_spectrum']} target spectrum")
+
+
+def validation_figure(summary: dict):
+    """The figure of :func:`plot_validation` (returned open, for inspection)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     theory, table = summary["theory"], summary["table"]
-    ds = summary["params"]["ds"]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 4))
+    params = summary["params"]
+    ds = params["ds"]
+    fig, axes = plt.subplots(2, 2, figsize=(9.0, 7.2))
+    axes = axes.ravel()
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     ta = [t["alpha"] for t in theory]
+    alphas = sorted(params["alphas"])
+    # markers of the different d side by side at each alpha (a dodge of 1.5 % of the
+    # alpha range per series), so that no error bar hides another
+    span = (alphas[-1] - alphas[0]) if len(alphas) > 1 else alphas[0]
+    offsets = (np.arange(len(ds) + 1) - len(ds) / 2) * 0.015 * span
     for ax, q in zip(axes, QUANTITIES):
-        ax.plot(ta, [t[q] for t in theory], "k-", lw=2, label="SE (d -> inf)")
+        ax.plot(ta, [t[q] for t in theory], "k-", lw=1.8, label=r"SE ($d \to \infty$)")
         for c, d in enumerate(ds):
             rows = [r for r in table if r["d"] == str(d)]
-            ax.errorbar([r["alpha"] for r in rows], [r[q] for r in rows],
+            ax.errorbar([r["alpha"] + offsets[c] for r in rows], [r[q] for r in rows],
                         yerr=[r[q + "_stderr"] for r in rows], fmt="o", ms=4, capsize=2,
-                        color=colors[c % len(colors)], label=f"Adam d = {d}")
+                        color=colors[c % len(colors)], label=f"Adam, d = {d}")
         rows = [r for r in table if r["d"] == "inf"]
-        ax.errorbar([r["alpha"] for r in rows], [r[q] for r in rows],
+        ax.errorbar([r["alpha"] + offsets[-1] for r in rows], [r[q] for r in rows],
                     yerr=[r[q + "_stderr"] for r in rows], fmt="*", ms=9, capsize=2,
-                    color="crimson", label="a + b/d, d -> inf")
-        ax.set_xlabel("alpha = n/d^2")
-        ax.set_title(q)
+                    color="crimson", label=r"$a + b/d$ fit at $d \to \infty$")
+        ax.set_xlabel(r"$\alpha = n/d^2$")
+        ax.set_ylabel(YLABELS[q], fontsize=8.5)
+        ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     ax = axes[3]
-    for c, a in enumerate(summary["params"]["alphas"]):
+    for c, a in enumerate(params["alphas"]):
         rows = [r for r in table if r["alpha"] == a and r["d"] not in ("inf", "theory")]
         x = [1.0 / int(r["d"]) for r in rows]
         ax.errorbar(x, [r["test_error"] for r in rows], yerr=[r["test_error_stderr"] for r in rows],
-                    fmt="o", ms=4, capsize=2, color=colors[c % len(colors)], label=f"alpha = {a:g}")
+                    fmt="o", ms=4, capsize=2, color=colors[c % len(colors)],
+                    label=rf"$\alpha = {a:g}$")
         th = next(r for r in table if r["alpha"] == a and r["d"] == "theory")
         fit = summary["fits"][str(a)].get("test_error")
         if fit is not None and x:
@@ -233,11 +256,24 @@ def plot_validation(summary: dict, path: Path) -> Path:
             ax.plot(xs, fit["intercept"] + fit["slope"] * xs, "--", color=colors[c % len(colors)],
                     lw=1)
         ax.plot([0], [th["test_error"]], "k_", ms=14, mew=2)
+    ax.plot([], [], "k_", ms=10, mew=2, label=r"SE at $1/d = 0$")
     ax.set_xlim(left=0)
-    ax.set_xlabel("1/d")
-    ax.set_title("test error vs 1/d (black: SE)")
+    ax.set_xlabel(r"$1/d$")
+    ax.set_ylabel(r"test error $e_{\rm test}$ (dashed: $a + b/d$)", fontsize=8.5)
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    fig.suptitle(_validation_title(params), fontsize=8.5)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    return fig
+
+
+def plot_validation(summary: dict, path: Path) -> Path:
+    """Theory lines, per-d points (side by side) with error bars and the d -> inf points
+    per quantity, with symbol y labels and the parameters in the title; last panel: the
+    test error against 1/d with the fits."""
+    import matplotlib.pyplot as plt
+
+    fig = validation_figure(summary)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
     return path

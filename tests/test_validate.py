@@ -89,3 +89,19 @@ def test_dask_local_cluster_and_process_pool_match_the_in_process_run(tmp_path):
     assert ref["trained"] == pool["trained"] == dask["trained"] == 4
     for other in (pool, dask):
         assert other["table"] == ref["table"] and other["fits"] == ref["fits"]
+
+
+def test_validation_figure_is_labelled_and_keeps_the_d_apart(tmp_path):
+    """issue 16, item 9: symbol y labels, the parameters in the title, and the points of
+    different d side by side at each alpha (no error bar hidden behind another)."""
+    from amp_attention.solvers.validate import validation_figure
+
+    plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(8, 12), seeds=2,
+                          adam=AdamOptions(lr=0.03), theory_points=2)
+    fig = validation_figure(run_validation(plan, tmp_path))
+    assert "linear L=1" in fig._suptitle.get_text() and "lam=0.1" in fig._suptitle.get_text()
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and not ax.get_title()
+    xs = [tuple(round(float(x), 12) for x in ln.get_xdata()) for ln in fig.axes[0].get_lines()
+          if ln.get_marker() in ("o", "*") and len(ln.get_xdata()) == 2]
+    assert len(set(xs)) == len(xs) >= 2          # every series at its own x positions
