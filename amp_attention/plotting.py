@@ -249,9 +249,13 @@ def plot_phase_diagram(
     a = np.asarray(alphas, float)
     lam = np.asarray(lams, float)
     log_lam = bool(np.all(lam > 0)) and lam.size > 1
-    fig, axes = plt.subplots(1, len(fields), figsize=(4.4 * len(fields), 3.9), squeeze=False)
+    cols = min(2, len(fields))
+    rows = -(-len(fields) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.5 * rows + 0.6), squeeze=False)
+    for ax in axes.ravel()[len(fields):]:
+        ax.set_visible(False)
     styles = ("--", ":", "-.", "-")
-    for ax, name in zip(axes[0], fields):
+    for ax, name in zip(axes.ravel(), fields):
         Z = np.asarray(arrays[name], float).T  # rows: lam, columns: alpha
         norm = None
         if name in log_fields:
@@ -277,9 +281,17 @@ def plot_phase_diagram(
         ax.set_xlabel(r"$\alpha = n/d^2$")
         ax.set_ylabel(r"$\lambda$")
         ax.set_title(LABELS.get(name, name), fontsize=9)
-        if ax is axes[0][0] and (vlines or np.any(hyst) or np.any(bad)):
-            ax.legend(fontsize=7, loc="upper right", framealpha=0.6)
-    return save_figure(fig, path, title)
+    # one legend for all panels, below them: never over the data
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
+    if handles:
+        fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 3), fontsize=7.5,
+                   facecolor="0.85", framealpha=1.0)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, *,

@@ -177,3 +177,24 @@ def test_unreadable_points_are_moved_aside_and_recomputed(tmp_path):
     (blocked / "points").write_text("not a directory")
     with pytest.raises(ValueError, match="points exists and is not a directory"):
         run_phase_diagram(PLAN, blocked, workers=0)
+
+
+def test_phase_diagram_figure_keeps_its_legend_off_the_data(tmp_path, monkeypatch):
+    """issue 16, item 9: panels in a 2 x 2 grid (not a strip), labelled axes, and the
+    threshold legend below the panels rather than over a heatmap."""
+    from amp_attention import plotting
+
+    figs = []
+    monkeypatch.setattr(plotting.plt, "close", lambda fig=None: figs.append(fig))
+    a, lam = np.linspace(0.1, 1.0, 4), np.geomspace(1e-2, 1.0, 3)
+    arrays = {f: np.outer(a, lam) + 0.1 for f in ("test_error", "train_error", "rank_fraction",
+                                                   "matrix_mse")}
+    plotting.plot_phase_diagram(a, lam, arrays, tmp_path / "pd.png", title="t",
+                                vlines={"alpha_interp": 0.4, "alpha_PR": 0.6})
+    fig = figs[-1]
+    w, h = fig.get_size_inches()
+    assert w / h < 2.0                                       # not a 4-panel strip
+    panels = [ax for ax in fig.axes if ax.get_xlabel() == r"$\alpha = n/d^2$"]
+    assert len(panels) == 4 and all(ax.get_ylabel() and ax.get_legend() is None for ax in panels)
+    assert len(fig.legends) == 1
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["alpha_interp", "alpha_PR"]
