@@ -144,9 +144,10 @@ def _atom_and_axes(ax, height: float, atom_label: str | None, xlabel: str, fonts
         ax.plot([0.0], [height], "v", color="k", ms=6, label=atom_label)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
-    ax.set_ylim(bottom=0.0)
+    # headroom above the data for the legend, so that it never covers a bar or the curve
+    ax.set_ylim(0.0, 1.45 * ax.get_ylim()[1])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=fontsize)
+    ax.legend(fontsize=fontsize, loc="upper right")
 
 
 def plot_spectrum_overlay(
@@ -189,22 +190,30 @@ def plot_spectrum_overlay(
     if show_ks:
         ax = axes[0][-1]
         ds = np.array([r["d"] for r in per_d], float)
-        for key, color, label in (("ks_S", "C0", r"$\hat S$ eigenvalues"),
-                                  ("ks_W", "C2", r"$W$ singular values")):
+        same = "ks_W" in per_d[0] and all(abs(r["ks_S"] - r["ks_W"]) <= 1e-12 for r in per_d)
+        for key, color, label, style in (
+                ("ks_S", "C0", r"$\hat S$ eigenvalues", dict(fmt="o-", ms=5)),
+                ("ks_W", "C2", r"$W$ singular values" + (r" (equal: $\sigma^2 \propto$ "
+                                                          "eigenvalue)" if same else ""),
+                 dict(fmt="s--", ms=9, mfc="none") if same else dict(fmt="o-", ms=5))):
             if key not in per_d[0]:
                 continue
             y = np.array([r[key] for r in per_d], float)
             err = np.array([r.get(key + "_stderr", np.nan) for r in per_d], float)
-            ax.errorbar(ds, y, yerr=np.where(np.isfinite(err), err, 0.0), fmt="o-", color=color,
-                        ms=5, capsize=3, label=label)
+            ax.errorbar(ds, y, yerr=np.where(np.isfinite(err), err, 0.0), color=color,
+                        capsize=3, label=label, **style)
         y0 = per_d[0]["ks_S"]
-        ax.plot(ds, y0 * ds[0] / ds, "k--", lw=1, label=r"$\propto 1/d$")
+        ax.plot(ds, y0 * ds[0] / ds, "k:", lw=1, label=r"$\propto 1/d$")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("d")
+        # the dimensions themselves as ticks, in plain numbers (no overlapping 3 x 10^1)
+        ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ds))
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+        ax.set_xlabel("dimension d")
         ax.set_ylabel("Kolmogorov distance to the SE law")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7.5, loc="best")
     return save_figure(fig, path, title)
 
 

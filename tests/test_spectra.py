@@ -109,3 +109,32 @@ def test_bad_spectrum_plans_name_the_parameter():
             SpectrumPlan(p, **kw)
     with pytest.raises(ValueError, match="samples"):
         kolmogorov_distance([], lambda s, left=False: s)
+
+
+def test_spectrum_figure_ticks_and_legends_are_readable(tmp_path, monkeypatch):
+    """issue 16, item 9: the Kolmogorov-vs-d panel labels the dimensions themselves (no
+    overlapping 3 x 10^1 ticks), both series stay visible when they coincide, and the
+    density legends sit above the data."""
+    from types import SimpleNamespace
+
+    from amp_attention import plotting
+
+    figs = []
+    monkeypatch.setattr(plotting.plt, "close", lambda fig=None: figs.append(fig))
+    x = np.linspace(0.0, 2.0, 50)
+    spec = SimpleNamespace(eigenvalues=x, density_S=np.exp(-x), atom_at_zero=0.5,
+                           singular_values=x, density_W=np.exp(-x), atom_at_zero_W=0.5)
+    rng = np.random.default_rng(0)
+    runs = [{"d": 40, "p": 40, "eigenvalues_S": rng.exponential(size=40),
+             "singular_values_W": rng.exponential(size=40)}]
+    per_d = [{"d": d, "ks_S": 0.1 / d, "ks_W": 0.1 / d} for d in (30, 40, 60)]
+    plotting.plot_spectrum_overlay(spec, runs, per_d, tmp_path / "s.png", title="t")
+    fig = figs[-1]
+    ks = fig.axes[-1]
+    fig.canvas.draw()
+    assert [t.get_text() for t in ks.get_xticklabels()] == ["30", "40", "60"]
+    assert not ks.xaxis.get_minor_ticks() or not ks.xaxis.get_minorticklocs().size
+    labels = [t.get_text() for t in ks.get_legend().get_texts()]
+    assert any("equal" in t for t in labels)
+    for ax in fig.axes[:2]:
+        assert ax.get_ylim()[1] >= 1.4 * max(p.get_height() for p in ax.patches)
