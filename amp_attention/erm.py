@@ -261,7 +261,7 @@ def kkt_residual(
     ||grad f(S) + lam d S||_F / g0 for the element-wise one; zero exactly at
     stationary points.  ``seed`` drives the power iteration for t.
     """
-    ev = ChannelEvaluator(X, y, check_channel(channel, X.shape[1], DATA_MEMBERS))
+    ev = evaluator_for(X, y, check_channel(channel, X.shape[1], DATA_MEMBERS))
     if parameterisation not in ("factorised", "elementwise"):
         raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
     crit = projected_gradient_criterion(ev, lam * X.shape[2], rank, parameterisation == "elementwise",

@@ -76,14 +76,14 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
     alphas = config.alphas
     se = tuple(solve_state_evolution(config.problem(a), tol=config.tol, max_iter=config.max_iter)
                for a in progress_bar(alphas, desc="state evolution", unit="alpha",
-                                     disable=None if progress else True))
+                                     show=progress))
     rows = []
     if erm:
         for a in config.erm_alphas:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)
                 bar = progress_bar(list(config.erm_seeds), desc=f"direct ERM d={config.erm_d} "
-                                   f"alpha={a:.3g}", unit="seed", disable=None if progress else True)
+                                   f"alpha={a:.3g}", unit="seed", show=progress)
                 try:
                     st = erm_statistics(config.problem(a), config.erm_d, config.erm_seeds,
                                         wrap=lambda seeds: bar, tol=config.erm_tol,

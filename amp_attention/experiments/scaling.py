@@ -85,5 +85,5 @@ def run_scaling_experiment(plan: ScalingPlan, out: Path | None, *, e0: float | N
     :func:`~amp_attention.solvers.scaling.run_scaling`)."""
     rows = run_scaling(plan, out, executor=executor, workers=workers,
                        progress=lambda it, n: progress_bar(
-                           it, total=n, desc="alpha", disable=None if progress else True))
+                           it, total=n, desc="alpha", show=progress))
     return ScalingRun(rows, fit_scaling(rows, plan.problem.target.gamma, e0))

@@ -76,5 +76,5 @@ def threshold_grid(problem: Problem, name: str, values: Iterable[float], *,
                        workers=workers,
                        progress=lambda it, n: progress_bar(it, total=n,
                                                            desc=f"thresholds over {name}",
-                                                           disable=None if progress else True))
+                                                           show=progress))
     return tuple((v, point) for (v, _), point in zip(problems, points))
