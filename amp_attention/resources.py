@@ -40,6 +40,20 @@ def finite_d_memory(n: int, L: int, d: int) -> int:
     return 8 * (3 * n * L * d + max(n, N_TEST_MIN) * L * d + DD_MATRICES * d * d)
 
 
+def heads_memory(n: int, m: int, n_val: int, d_model: int, heads_width: int, s: int,
+                 draws: int, H: int) -> int:
+    """Bytes a multi-head NW simulation (amp_attention.heads) holds at once: the points
+    of one draw ((n + m + n_val) d_model) and their projections on all heads
+    ((n + m + n_val) H d_k, with ``heads_width`` = H d_k), the key matrices of the
+    heads (H d_model d_k, three copies: the stack, a rotation or QR, its result), the
+    target directions (d_model s, twice for their QR), one (m + n_val) x n kernel block
+    per head at a time (twice: logits and weights) and the predictions of all draws
+    (draws H (m + n_val))."""
+    pts = n + m + n_val
+    return 8 * (2 * pts * d_model + pts * heads_width + 3 * d_model * heads_width
+                + 2 * d_model * s + 2 * (m + n_val) * n + draws * H * (m + n_val))
+
+
 def gib(nbytes: float) -> str:
     return f"{nbytes / 2**30:.1f} GiB"
 

@@ -37,6 +37,9 @@ PARAMETERISATIONS = ("factorised", "elementwise")
 #: supported sample ratios alpha = n/d^2 and label-noise variances (double precision)
 ALPHA_RANGE = (1e-9, 1e9)
 NOISE_MAX = 1e12
+#: largest number of tokens L a Task accepts: the channels hold O(L^2) arrays (and the
+#: theory is that of L fixed as d -> infinity)
+L_MAX = 4096
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class Task:
         object.__setattr__(self, "channel", self.channel if not isinstance(self.channel, str)
                            else check_choice("channel", self.channel, CHANNELS))
         object.__setattr__(self, "L", check_integer("L", self.L, 1))
+        if self.L > L_MAX:
+            raise ValueError(f"L must lie in [1, {L_MAX}] (channels hold arrays over the "
+                             f"K = L(L+1)/2 token pairs), got {self.L}")
         object.__setattr__(self, "beta", check_positive("beta", self.beta))
         noise = check_nonnegative("noise", self.noise)
         if noise > NOISE_MAX:

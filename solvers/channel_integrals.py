@@ -62,6 +62,31 @@ def sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray
     return out
 
 
+#: largest dimension of scipy's Sobol sequence (its direction numbers)
+SOBOL_MAX_DIM = 21201
+
+
+def check_draw_size(channel, log2_n: int, replicas: int) -> None:
+    """Refuse, naming L, channel integrals whose Gaussian draws do not exist or do not fit:
+    2K + noise_dim Sobol coordinates per point (K = L(L+1)/2), held as
+    replicas x 2^log2_n x dim doubles."""
+    from amp_attention.resources import gib, memory_shortfall
+
+    dim = 2 * channel.K + channel.noise_dim
+    L = channel.L
+    if dim > SOBOL_MAX_DIM:
+        raise ValueError(f"L is too large for the Monte-Carlo channel integrals of the "
+                         f"{channel.name} channel: L = {L} needs 2K + {channel.noise_dim} = "
+                         f"{dim} Sobol coordinates per point (K = L(L+1)/2), more than the "
+                         f"{SOBOL_MAX_DIM} of scipy's Sobol sequence")
+    need = 8 * replicas * 2**log2_n * dim
+    why = memory_shortfall(need)
+    if why:
+        raise ValueError(f"L = {L}: the Monte-Carlo channel integrals hold {replicas} replicas "
+                         f"x 2^{log2_n} points x {dim} coordinates ({gib(need)}) and {why}; "
+                         "lower L, the points (log2_n) or the replicas")
+
+
 def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int) -> GaussianDraws:
     g = sobol_normals(2 * K + noise_dim, log2_n, replicas, seed)
     return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:])
@@ -89,6 +114,8 @@ class MonteCarloChannel:
     def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
                  draws: GaussianDraws | None = None, warm_start: bool = False):
         self.channel = channel
+        if draws is None:
+            check_draw_size(channel, log2_n, replicas)
         self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
                       if draws is None else draws)
         self.last_stderr: dict[str, float] = {}

@@ -129,14 +129,14 @@ class MonteCarloOptions:
 
     def __post_init__(self) -> None:
         if int(self.log2_n) != self.log2_n or not 4 <= self.log2_n <= 24:
-            raise ValueError(f"mc log2_n must be an integer in [4, 24], got {self.log2_n!r}")
+            raise ValueError(f"log2_n (Monte-Carlo points 2^log2_n per replica) must be an integer in [4, 24], got {self.log2_n!r}")
         if int(self.coarse_log2_n) != self.coarse_log2_n or not 4 <= self.coarse_log2_n <= 24:
-            raise ValueError("mc coarse_log2_n must be an integer in [4, 24], "
+            raise ValueError("coarse_log2_n must be an integer in [4, 24], "
                              f"got {self.coarse_log2_n!r}")
         if int(self.replicas) != self.replicas or self.replicas < 2:
-            raise ValueError(f"mc replicas must be an integer >= 2, got {self.replicas!r}")
+            raise ValueError(f"replicas must be an integer >= 2, got {self.replicas!r}")
         if int(self.seed) != self.seed or self.seed < 0:
-            raise ValueError(f"mc seed must be an integer >= 0, got {self.seed!r}")
+            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
 
 
 class StateEvolution:

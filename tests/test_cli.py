@@ -118,6 +118,13 @@ def test_se_not_converged_exits_3_with_result(capsys) -> None:
         (["se", "--kappa", "-1"], "--kappa"),
         (["se", "--alpha", "0"], "--alpha"),
         (["se", "--L", "0"], "--L"),
+        (["se", "--L", "5000"], "--L"),  # was a 23 GiB allocation traceback at L = 79492
+        (["thresholds", "--L=79492"], "--L"),
+        # more Sobol coordinates than scipy has (was a one-line error not naming --L)
+        (["se", "--channel", "softmax", "--L", "103"], "--L"),
+        (["se", "--channel", "softmax", "--L", "2", "--mc-log2n", "30"], "--mc-log2n"),
+        (["se", "--channel", "softmax", "--L", "2", "--mc-replicas", "1"], "--mc-replicas"),
+        (["amp", "--L=100000", "--d", "8"], "--L"),
         (["se", "--noise", "nan"], "--noise"),
         (["se", "--lam", "-0.5"], "--lam"),
         (["se", "--beta", "0"], "--beta"),

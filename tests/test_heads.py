@@ -515,8 +515,13 @@ def test_hdi_input_validation() -> None:
 def test_kernel_and_prediction_validation() -> None:
     with pytest.raises(ValueError, match="kind must be one of softmax, gaussian"):
         NWKernel("laplace")
-    with pytest.raises(ValueError, match=r"tau must be > 0 and finite \(allowed range \(0, inf\)\)"):
+    with pytest.raises(ValueError, match=r"tau must lie in \[1e-100, 1e\+100\], got 0.0"):
         NWKernel(tau=0.0)
+    # a denormal temperature made the logits inf - inf = nan
+    with pytest.raises(ValueError, match=r"tau must lie in \[1e-100, 1e\+100\]"):
+        NWKernel(tau=5e-324)
+    with pytest.raises(ValueError, match=r"bandwidth must lie in \[1e-50, 1e\+50\]"):
+        NWKernel("gaussian", bandwidth=1e-60)
     with pytest.raises(ValueError, match="tau_factor must be 1 when an explicit tau"):
         NWKernel(tau=1.0, tau_factor=0.5)
     with pytest.raises(ValueError, match="y_train must be a 1-d array of length n = 4"):

@@ -109,11 +109,15 @@ def test_hdi_from_stacked_file(capsys, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv, needles", [
     (["heads", "rotation", "--sigma", "-1"], ["argument --sigma", "[0, inf)"]),
-    (["heads", "rotation", "--H", "3", "--dk", "2", "--d-model", "7"], ["argument --d-model", ">= (H + 1) d_k = 8"]),
+    (["heads", "rotation", "--H", "3", "--dk", "2", "--d-model", "7"], ["argument --d-model", ">= (--H + 1) x --dk = (3 + 1) x 2 = 8"]),
     (["heads", "rotation", "--draws", "1"], ["argument --draws", ">= 2"]),
     (["heads", "weighting", "--ratio", "1"], ["argument --ratio", "(0, 1)"]),
-    (["heads", "allocation", "--D", "12", "--d-model", "8"], ["argument --D", "[1, d_model] = [1, 8]"]),
-    (["heads", "rotation", "--tau", "-2"], ["argument --tau", "(0, inf)"]),
+    (["heads", "allocation", "--D", "12", "--d-model", "8"], ["argument --D", "must be <= --d-model = 8"]),
+    (["heads", "rotation", "--tau", "-2"], ["argument --tau", "[1e-100, 1e+100]"]),
+    (["heads", "rotation", "--tau", "5e-324"], ["argument --tau", "[1e-100, 1e+100]"]),
+    (["heads", "allocation", "--D", "56210"], ["argument --d-model", "GiB", "--D", "--allow-large"]),
+    (["heads", "allocation", "--d-model=-5"], ["argument --d-model", ">= 1"]),
+    (["heads", "weighting", "--head-seed=-1"], ["argument --head-seed", ">= 0"]),
     (["heads", "rotation", "--intrinsic-dim", "20"], ["argument --intrinsic-dim", "[1, d_model]"]),
 ])
 def test_bad_input_is_one_line_exit_2(capsys, argv, needles) -> None:

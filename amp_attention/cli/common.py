@@ -66,7 +66,7 @@ PROBLEM_FLAGS = {"alpha": "--alpha"}
 
 
 RANGES = {
-    "--L": "integers >= 1", "--beta": "(0, inf)", "--noise": "[0, 1e+12]",
+    "--L": "integers in [1, 4096]", "--beta": "(0, inf)", "--noise": "[0, 1e+12]",
     "--kappa0": "(0, inf)", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
     "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "(0, inf)",
     "--lam": "[0, inf)", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
@@ -101,7 +101,8 @@ def flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
     flag = flags.get(msg.split(" ", 1)[0])
     if flag is None:
         return CLIError(msg)
-    if flag in RANGES and not any(t in msg for t in ("range", ">=", "lie in", "one of")):
+    if flag in RANGES and "must" in msg and not any(t in msg for t in ("range", ">=", "lie in",
+                                                                       "one of")):
         msg += f" (allowed range {RANGES[flag]})"
     return CLIError(f"argument {flag}: {msg}")
 
@@ -289,6 +290,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
                     noise_at=args.noise_at)
     except ValueError as exc:
         raise flag_error(exc, TASK_FLAGS) from None
+    if not closed_form(args.channel) and hasattr(args, "mc_log2n"):
+        from ..solvers.channel_integrals import check_draw_size
+
+        opts = mc_options(args)
+        try:  # before any work: the Gaussian draws of the channel integrals must fit
+            check_draw_size(task.channel_object, opts.log2_n, opts.replicas)
+        except ValueError as exc:
+            raise flag_error(exc, TASK_FLAGS) from None
     if args.spikes is not None and args.target != "spiked":
         raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
     if args.target in ("wishart", "spiked"):
@@ -357,8 +366,9 @@ def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
         n = n_samples(alpha, d)
         why = memory_shortfall(finite_d_memory(n, problem.task.L, d))
         if why:
+            lower = f"{flag}, --alpha or --L" if problem.task.L > 1 else f"{flag} or --alpha"
             raise CLIError(f"argument {flag}: d = {d} (n = {n} samples of L = "
-                           f"{problem.task.L} tokens) {why}; lower {flag} or --alpha, or pass "
+                           f"{problem.task.L} tokens) {why}; lower {lower}, or pass "
                            "--allow-large")
 
 
@@ -425,6 +435,11 @@ def prepare_path(path: Path) -> Path:
     return path
 
 
+#: MonteCarloOptions field -> flag
+MC_FLAGS = {"log2_n": "--mc-log2n", "coarse_log2_n": "--mc-coarse-log2n",
+            "replicas": "--mc-replicas", "seed": "--mc-seed"}
+
+
 def mc_options(args: argparse.Namespace):
     from amp_attention.solvers.state_evolution import MonteCarloOptions
 
@@ -432,7 +447,7 @@ def mc_options(args: argparse.Namespace):
         return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
                                  args.mc_coarse_log2n)
     except ValueError as exc:
-        raise CLIError(f"argument --mc-*: {one_line(str(exc))}") from None
+        raise flag_error(exc, MC_FLAGS) from None
 
 
 def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None = None) -> Path:

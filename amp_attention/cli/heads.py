@@ -23,7 +23,8 @@ from typing import Any
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
-from .common import HelpFormatter, OmittingArgumentGroup, add_execution_flags, execution
+from .common import (HelpFormatter, OmittingArgumentGroup, add_allow_large, add_execution_flags,
+                     execution)
 
 SYMBOLS = """\
 symbols
@@ -198,6 +199,7 @@ def _simulation_parent(mode: str) -> argparse.ArgumentParser:
     g.add_argument("--out", default=None, metavar="DIR",
                    help="output directory for heads_<mode>.json/.csv/.png, created if needed "
                         "(default: ./amp-attention-heads-<mode>)")
+    add_allow_large(g)
     g.add_argument("--json", action="store_true",
                    help="print the JSON written to DIR instead of the table")
     add_execution_flags(p.add_argument_group("execution"), 0, "simulation cells")
@@ -272,9 +274,14 @@ def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[li
         raise ValueError(f"argument --out: cannot write to {str(out)!r}: {exc.strerror}") from None
 
 
-def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None):
+def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None, *,
+                 heads_width: int, H: int, n_max: int | None = None,
+                 width_flags: str = "--H or --dk", d_model_from: str = "--H x --dk"):
+    """The task and kernel of the flags, after the size guard: ``heads_width`` = H d_k
+    and ``H`` the largest number of heads, ``n_max`` the largest n of the sweep."""
     from ..heads.nadaraya_watson import NWKernel
     from ..heads.tasks import NWTask
+    from ..resources import heads_memory, memory_shortfall
 
     if args.draws < 2:
         raise ValueError(f"argument --draws: draws must be an integer >= 2, got {args.draws}")
@@ -290,7 +297,17 @@ def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None):
         kernel = NWKernel(args.kernel, tau=args.tau, bandwidth=args.bandwidth,
                           tau_factor=args.tau_factor)
     except ValueError as exc:
-        raise _flag_error(exc) from None
+        error = _flag_error(exc)
+        if args.d_model is None and "d_model" in str(exc):
+            error = ValueError(f"{error} (--d-model not given: d_model = {d_model} = "
+                               f"{d_model_from})")
+        raise error from None
+    why = memory_shortfall(heads_memory(max(task.n, n_max or 0), task.m, task.n_val, d_model, heads_width,
+                                        task.intrinsic_dim, args.draws, H))
+    if why and not args.allow_large:
+        raise ValueError(f"argument --d-model: d_model = {d_model} with H d_k = {heads_width}, "
+                         f"n = {task.n}, m = {task.m}, --draws {args.draws} {why}; lower "
+                         f"--d-model, {width_flags}, --n or --m, or pass --allow-large")
     return task, kernel
 
 
@@ -374,9 +391,11 @@ def cmd_rotation(args: argparse.Namespace) -> int:
         raise ValueError(f"argument --t-points: must be an integer >= 2, got {args.t_points}")
     d_model = (args.H + 1) * args.dk if args.d_model is None else args.d_model
     if d_model < (args.H + 1) * args.dk:
-        raise ValueError(f"argument --d-model: must be >= (H + 1) d_k = {(args.H + 1) * args.dk}, "
-                         f"got {d_model}")
-    task, kernel = _task_kernel(args, d_model)
+        raise ValueError(f"argument --d-model: must be >= (--H + 1) x --dk = ({args.H} + 1) x "
+                         f"{args.dk} = {(args.H + 1) * args.dk} (the rotation uses H + 1 "
+                         f"disjoint blocks of d_k coordinates), got {d_model}")
+    task, kernel = _task_kernel(args, d_model, heads_width=args.H * args.dk, H=args.H,
+                                d_model_from="(--H + 1) x --dk")
     ts = np.linspace(0.0, 1.0, args.t_points)
     try:
         with execution(args) as (executor, workers):
@@ -422,10 +441,18 @@ def cmd_allocation(args: argparse.Namespace) -> int:
     from ..heads.allocation import allocation_check
     from ..heads.plots import plot_allocation
 
+    if args.d_model is not None and args.d_model < 1:
+        raise ValueError(f"argument --d-model: must be an integer >= 1, got {args.d_model}")
+    if args.D < 1:
+        raise ValueError(f"argument --D: must be an integer >= 1, got {args.D}")
     d_model = args.D if args.d_model is None else args.d_model
-    if args.D < 1 or args.D > d_model:
-        raise ValueError(f"argument --D: D must lie in [1, d_model] = [1, {d_model}], got {args.D}")
-    task, kernel = _task_kernel(args, d_model, n=args.n_values[0] if args.n_values else None)
+    if args.D > d_model:
+        raise ValueError(f"argument --D: the key budget D = H d_k must be <= --d-model = "
+                         f"{d_model}, got {args.D}")
+    task, kernel = _task_kernel(args, d_model, n=args.n_values[0] if args.n_values else None,
+                                heads_width=args.D, H=args.D, width_flags="--D",
+                                d_model_from="--D",
+                                n_max=max(args.n_values) if args.n_values else None)
     try:
         with execution(args) as (executor, workers):
             res = allocation_check(task, args.D, args.n_values, draws=args.draws, kernel=kernel,
@@ -477,7 +504,9 @@ def cmd_weighting(args: argparse.Namespace) -> int:
         raise ValueError(f"argument --H/--dk: need H >= 1 and d_k >= 1, got H = {args.H}, "
                          f"d_k = {args.dk}")
     d_model = args.H * args.dk if args.d_model is None else args.d_model
-    task, kernel = _task_kernel(args, d_model)
+    task, kernel = _task_kernel(args, d_model, heads_width=args.H * args.dk, H=args.H)
+    if args.head_seed < 0:
+        raise ValueError(f"argument --head-seed: must be an integer >= 0, got {args.head_seed}")
     try:
         heads = random_heads(d_model, args.H, args.dk, seed=args.head_seed)
         with execution(args) as (executor, workers):

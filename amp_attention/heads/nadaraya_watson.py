@@ -34,7 +34,12 @@ KERNELS = ("softmax", "gaussian")
 BLOCK_ELEMENTS = 1 << 18
 
 
-def _opt_positive(name: str, value: object) -> float | None:
+#: allowed range of tau, tau_factor and bandwidth^2: the logits divided by the scale stay
+#: finite (logits are O(d_model); a scale of 5e-324 turns them into inf - inf = nan)
+SCALE_RANGE = (1e-100, 1e100)
+
+
+def _opt_positive(name: str, value: object, squared: bool = False) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -43,8 +48,9 @@ def _opt_positive(name: str, value: object) -> float | None:
         x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a real number > 0 or None, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise ValueError(f"{name} must be > 0 and finite (allowed range (0, inf)), got {value!r}")
+    lo, hi = (math.sqrt(b) for b in SCALE_RANGE) if squared else SCALE_RANGE
+    if not (math.isfinite(x) and lo <= x <= hi):
+        raise ValueError(f"{name} must lie in [{lo:g}, {hi:g}], got {value!r}")
     return x
 
 
@@ -69,10 +75,11 @@ class NWKernel:
         if self.kind not in KERNELS:
             raise ValueError(f"kind must be one of {', '.join(KERNELS)}; got {self.kind!r}")
         object.__setattr__(self, "tau", _opt_positive("tau", self.tau))
-        object.__setattr__(self, "bandwidth", _opt_positive("bandwidth", self.bandwidth))
+        object.__setattr__(self, "bandwidth", _opt_positive("bandwidth", self.bandwidth,
+                                                            squared=True))
         factor = _opt_positive("tau_factor", self.tau_factor)
         if factor is None:
-            raise ValueError("tau_factor must be a real number > 0 (allowed range (0, inf)), "
+            raise ValueError(f"tau_factor must lie in [{SCALE_RANGE[0]:g}, {SCALE_RANGE[1]:g}], "
                              "got None")
         object.__setattr__(self, "tau_factor", factor)
         if self.kind == "softmax" and self.bandwidth is not None:
