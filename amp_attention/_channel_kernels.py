@@ -1,6 +1,7 @@
 """Numba kernels of the non-linear output channels (leaf module).
 
-Conventions (THEORY 1-4).  One sample has L tokens; h is the symmetric L x L
+Conventions (docs/theory.md "Data model" to "State evolution").  One sample has L tokens; h is
+the symmetric L x L
 matrix of pre-activations and u its K = L(L+1)/2 coordinates
 u_k = h_ab / tau_k, k = (a, b), a <= b in row-major order, tau_aa = sqrt(2),
 tau_ab = 1.  The index arrays ``ka``, ``kb`` (int64) and ``tau`` (float64)
@@ -34,7 +35,7 @@ Derivatives in u follow from the chain rule through the symmetric map
 u -> h: an off-diagonal u_k moves the two entries (a, b) and (b, a), a diagonal
 one the single entry (a, a), each with factor tau_k.
 
-Proximal operator (THEORY 4.1): uhat = argmin_u F(u),
+Proximal operator (docs/theory.md "Channel side"): uhat = argmin_u F(u),
 F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k), a non-convex
 K-dimensional problem whose GLOBAL minimiser is sought by multi-start modified Newton (see
 :func:`_newton` and :func:`_prox_one`).  Every evaluator shares one signature,

@@ -1,6 +1,6 @@
 """Numba kernels for the per-sample small products of the measurement operator.
 
-The heavy parts of A and A* (THEORY 3) are GEMMs done by BLAS in
+The heavy parts of A and A* (docs/theory.md "Why the problem is a GLM") are GEMMs done by BLAS in
 :mod:`amp_attention.operators`; what remains is, per sample, K = L(L+1)/2 dot
 products of length d (forward) or an L x L weighting of the L tokens (adjoint):
 O(n L^2 d) work that numpy's einsum runs several times slower than memory

@@ -1,9 +1,10 @@
-"""Adam (and plain gradient descent) on the tied-attention layer (issue 5, THEORY 2).
+"""Adam (and plain gradient descent) on the tied-attention layer (issue 5; docs/theory.md
+"Learners and the objective").
 
 The layer is trained as a user would train it: parameters W in R^{p x d}
 (factorised, S_W = W^T W / sqrt(p d), weight decay (lam / sqrt(kappa)) ||W||_F^2
 = lam d Tr S_W) or S itself (element-wise, penalty lam d ||S||_F^2 / 2), on the
-exact objective of THEORY 2,
+exact objective of docs/theory.md "Learners and the objective",
 
     R = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 + penalty.
 

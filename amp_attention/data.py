@@ -1,4 +1,4 @@
-"""Finite-d synthetic data of the attention-indexed model (THEORY 1).
+"""Finite-d synthetic data of the attention-indexed model (docs/theory.md "Data model").
 
 * :func:`sample_target_matrix` draws the d x d PSD target S0 of a target spec;
 * :func:`sample_tokens` draws the (n, L, d) tensor of i.i.d. N(0, 1) tokens;
@@ -103,7 +103,7 @@ def _with_spikes(bulk: np.ndarray, spikes) -> np.ndarray:
 def sample_target_matrix(
     target: Target, d: int, rng: np.random.Generator, spectrum: str = "sampled"
 ) -> np.ndarray:
-    """Draw the symmetric PSD target S0 (d x d) of THEORY 1.
+    """Draw the symmetric PSD target S0 (d x d) of docs/theory.md "Data model".
 
     * Wishart: S0 = W0^T W0 / sqrt(p0 d), W0 in R^{p0 x d} i.i.d. N(0,1),
       p0 = max(1, round(kappa0 d)).

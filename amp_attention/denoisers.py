@@ -1,4 +1,5 @@
-"""Denoisers: the prior side of the state evolution and of GAMP (THEORY 4.2).
+"""Denoisers: the prior side of the state evolution and of GAMP (docs/theory.md "Denoiser side
+and free probability").
 
 Each denoiser is one object with two faces:
 
@@ -8,7 +9,7 @@ Each denoiser is one object with two faces:
   same spectral map applied to B = mh S0 + sqrt(qh) Z, from the limiting law
   rho_B = (mh * spectrum of S0) boxplus semicircle(qh).
 
-In THEORY's notation the effective problem is
+In docs/theory.md's notation the effective problem is
     Shat = argmin_S (Vh/2) ||S||_F^2 - <B, S> + 2 P(S)/d
 for the learner's penalty P(S) in the ERM objective.
 """
@@ -27,7 +28,8 @@ from .targets import SpectralMeasure
 
 @dataclass(frozen=True)
 class DenoiserFunctionals:
-    """Asymptotic overlaps of the denoiser output (THEORY 4.2).
+    """Asymptotic overlaps of the denoiser output (docs/theory.md "Denoiser side and free
+    probability").
 
     m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V = normalised divergence,
     trace_per_d = Tr(Shat)/d, rank_fraction = rank(Shat)/d, cutoff = the
@@ -55,7 +57,7 @@ class NuclearNormPSD:
     """Nuclear-norm (trace) penalty on PSD S with rank cap kappa*d (factorised learner).
 
     f(nu) = relu(nu - 2 lam) / Vh on the top kappa*d eigenvalues of B, 0 on the
-    others (THEORY 4.2); no cap when kappa >= 1.
+    others (docs/theory.md "Denoiser side and free probability"); no cap when kappa >= 1.
     """
 
     lam: float

@@ -1,6 +1,7 @@
-"""Direct finite-d ERM for every output channel (THEORY 2): one module, one driver.
+"""Direct finite-d ERM for every output channel (docs/theory.md "Learners and the objective"):
+one module, one driver.
 
-Objective, in THEORY's exact normalisation (no 1/n, no 1/d):
+Objective, in the exact normalisation of docs/theory.md (no 1/n, no 1/d):
 
     R(S) = sum_mu l(y_mu, h_mu(S)) + P(S),   l(y, h) = 1/2 ||y - g(h)||^2,
     h_mu,ab(S) = (x_mu,a^T S x_mu,b - delta_ab Tr S) / sqrt(d)   (all L x L entries),
@@ -253,7 +254,8 @@ def kkt_residual(
     rank: int | None = None,
     seed: int = 0,
 ) -> float:
-    """First-order (KKT) residual of the ERM objective of THEORY 2 at S.
+    """First-order (KKT) residual of the ERM objective of docs/theory.md "Learners and the
+    objective" at S.
 
     The relative projected-gradient norm that :func:`direct_erm` stops on
     (:class:`~amp_attention.optim.ProjectedGradientCriterion`): ||S - prox_t(S - t grad f(S))||_F / (t g0) for the

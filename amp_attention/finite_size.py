@@ -7,7 +7,8 @@ the dimension of an experiment the top eigenvalues of a power-law target are
 single, separated values; each one either becomes an outlier of B or is
 absorbed by the bulk (a BBP transition, smeared over a window that shrinks
 with d), and the deterministic equivalent cannot see that.  This module
-evaluates the same functionals at the user's d instead (THEORY 4.2,
+evaluates the same functionals at the user's d instead (docs/theory.md "Denoiser side and free
+probability",
 "finite-size alternative"):
 
     B_r = mh D + sqrt(qh) Z_r,   D = diag(s_1..s_d),  Z_r ~ GOE(d), r = 1..R,
@@ -64,7 +65,8 @@ def goe(d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def effective_observation(s: np.ndarray, Z: np.ndarray, mh: float, qh: float) -> np.ndarray:
-    """B = mh diag(s) + sqrt(qh) Z: the denoiser's input at dimension len(s) (THEORY 4.2)."""
+    """B = mh diag(s) + sqrt(qh) Z: the denoiser's input at dimension len(s) (docs/theory.md
+    "Denoiser side and free probability")."""
     B = math.sqrt(qh) * Z
     B[np.diag_indices(s.size)] += mh * s
     return B

@@ -1,4 +1,5 @@
-"""Free convolution with a semicircle: rho_B = nu boxplus sc(qh) (THEORY 4.2).
+"""Free convolution with a semicircle: rho_B = nu boxplus sc(qh) (docs/theory.md "Denoiser side
+and free probability").
 
 B = mh S0 + sqrt(qh) Z has the limiting eigenvalue law nu boxplus sc(qh), with
 nu the law of mh * s (s ~ spectrum of S0) and sc(qh) the semicircle of variance

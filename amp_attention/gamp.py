@@ -1,6 +1,7 @@
-"""GAMP on data for the tied-attention ERM (THEORY 3-4; docs/theory.md section 11).
+"""GAMP on data for the tied-attention ERM (docs/theory.md "Why the problem is a GLM", "State
+evolution", "GAMP on data").
 
-The GLM of THEORY 3: n samples, K = L(L+1)/2 measurements each,
+The GLM of docs/theory.md "Why the problem is a GLM": n samples, K = L(L+1)/2 measurements each,
 u_mu,k(S) = h_ab(S; x_mu) / tau_ab, of the symmetric d x d matrix S.  In the
 orthonormal basis of Sym(d) the sensing vectors have entries of variance 1/d,
 so the generalised AMP of the ERM (max-sum GAMP with scalar variances) reads,
@@ -19,7 +20,7 @@ A_u* is the Frobenius adjoint of S -> u(S) (two GEMMs through
 2/d^2 are the change from the orthonormal coordinates of Sym(d) to matrices:
 the entries of (2/d) A_u*(g) have variance qh/d with qh = 2 alpha E||g||^2,
 exactly the noise sqrt(qh) Z of the SE's B = mh S0 + sqrt(qh) Z, and V is the
-normalised divergence (2/d^2)[...] of THEORY 4.2.
+normalised divergence (2/d^2)[...] of docs/theory.md "Denoiser side and free probability".
 
 r_mu,k = ||M_mu,k||_F^2 / (N/d) (:func:`~amp_attention.operators.sensing_norms`)
 is the squared norm of the sensing vector of measurement (mu, k) relative to
@@ -33,7 +34,8 @@ its iterates drift from the SE; with r it tracks the SE and converges
 Fixed points are ERM stationary points: there u(Shat) = uhat, so
 grad_u l(uhat) = -g and the denoiser's optimality condition becomes
 A_u*(grad l) + lam d I + N_PSD(Shat) = 0, the KKT condition of
-R(S) = sum_mu l(y_mu, u_mu(S)) + lam d Tr S over PSD S (THEORY 2).
+R(S) = sum_mu l(y_mu, u_mu(S)) + lam d Tr S over PSD S (docs/theory.md "Learners and the
+objective").
 
 Damping ``damping`` in (0, 1] mixes Shat, V and g with their previous values
 (it does not move fixed points); by default it is halved when the iteration

@@ -1,9 +1,11 @@
-"""The measurement operator of THEORY 3, written as a few large matrix products.
+"""The measurement operator of docs/theory.md "Why the problem is a GLM", written as a few large
+matrix products.
 
 For a data tensor X of shape (n, L, d) (row a of X[mu] is the token x_a of
 sample mu) and a symmetric d x d matrix S,
 
-    A(S)_mu,ab = h_ab(S) = (x_a^T S x_b - delta_ab Tr S) / sqrt(d)          (THEORY 1)
+    A(S)_mu,ab = h_ab(S) = (x_a^T S x_b - delta_ab Tr S) / sqrt(d)          (docs/theory.md
+    "Data model")
 
 and its Frobenius adjoint, for R of shape (n, L, L),
 
@@ -39,7 +41,8 @@ def triu_indices(L: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tau(L: int) -> np.ndarray:
-    """The K-vector tau with tau_aa = sqrt(2), tau_ab = 1 for a < b (THEORY 3)."""
+    """The K-vector tau with tau_aa = sqrt(2), tau_ab = 1 for a < b (docs/theory.md "Why the
+    problem is a GLM")."""
     a, b = triu_indices(L)
     return np.where(a == b, math.sqrt(2.0), 1.0)
 

@@ -1,4 +1,5 @@
-"""Minimisers of the ERM objective (THEORY 2) and the one stopping rule.
+"""Minimisers of the ERM objective (docs/theory.md "Learners and the objective") and the one
+stopping rule.
 
 Everything here works on an :class:`Evaluator` -- f(S) = sum_mu l(y_mu, h_mu(S))
 through a linear map h(S) and its adjoint -- and knows nothing of channels:

@@ -83,7 +83,7 @@ def plot_spectrum(
     title: str | None = None,
     outliers: Sequence[Mapping] | None = None,
 ) -> Path:
-    """Predicted spectra of the learned weights (THEORY 5).
+    """Predicted spectra of the learned weights (docs/theory.md "Spectra of the learned weights").
 
     Left: eigenvalue density of Shat (continuous part ``density_S`` on ``x``,
     atom of mass ``atom_S`` at 0 drawn as a stem). Right, when ``sigma`` is
@@ -354,7 +354,8 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
     ax.legend(fontsize=7.5)
     ax = axes[1]
     # Signed lines, not a stacked area: E_over is negative wherever the bulk of
-    # Shat carries target energy (THEORY 7), and stacking would hide E_under.
+    # Shat carries target energy (docs/theory.md "Power-law targets"), and stacking would hide
+    # E_under.
     terms = [("under", r"$E_{\rm under}$", "-"), ("over", r"$E_{\rm over}$", "--"),
              ("approx", r"$E_{\rm approx}$", "-."), ("mismatch", r"$E_{\rm mismatch}$", ":")]
     for t, lab, style in terms:

@@ -9,7 +9,8 @@ G_mu give a cubic for g_B(z):
 
 On the real axis the density is |Im g|/pi of its complex root and Re g_B is the
 real part of that root.  This module computes the denoiser functionals of
-THEORY 4.2 from that cubic with mpmath (arbitrary precision, tanh-sinh
+docs/theory.md "Denoiser side and free probability" from that cubic with mpmath (arbitrary
+precision, tanh-sinh
 quadrature, support edges by bisection on the sign of the discriminant) and
 solves the linear-channel SE fixed point with mpmath's Newton solver.  It is
 slow (seconds to a minute) and serves as the accuracy yardstick of the fast
@@ -81,7 +82,8 @@ class ReferenceFunctionals:
 
 
 def psd_functionals(kappa0, mh, qh, Vh, lam, dps: int = 30) -> ReferenceFunctionals:
-    """THEORY 4.2 functionals of f(x) = relu(x - 2 lam)/Vh (no rank cap)."""
+    """docs/theory.md "Denoiser side and free probability" functionals of f(x) = relu(x - 2
+    lam)/Vh (no rank cap)."""
     with mp.workdps(dps):
         mh, qh, Vh, lam = (mp.mpf(v) for v in (mh, qh, Vh, lam))
         cut = 2 * lam

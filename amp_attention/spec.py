@@ -1,4 +1,5 @@
-"""Problem specification: frozen, validated dataclasses (THEORY.md sections 1-2).
+"""Problem specification: frozen, validated dataclasses (docs/theory.md "Data model", "Learners
+and the objective").
 
 A :class:`Problem` bundles
 
@@ -44,7 +45,7 @@ L_MAX = 4096
 
 @dataclass(frozen=True)
 class Task:
-    """What is learned: channel, tokens, temperature and label noise (THEORY 1).
+    """What is learned: channel, tokens, temperature and label noise (docs/theory.md "Data model").
 
     ``channel``: a registered name (:data:`CHANNELS`) or a channel instance
     meeting :class:`~amp_attention.channels.Channel` (e.g. a
@@ -108,7 +109,8 @@ class Task:
 
     @property
     def K(self) -> int:
-        """Number of u-components per sample, L(L+1)/2 (THEORY 3)."""
+        """Number of u-components per sample, L(L+1)/2 (docs/theory.md "Why the problem is a
+        GLM")."""
         return self.L * (self.L + 1) // 2
 
 
@@ -150,7 +152,8 @@ class SpikedTarget(_WishartBulk):
 
     The spikes have zero mass as d -> infinity: the SE's overlaps are those of
     the bulk, and each spike shows up as an outlier eigenvalue of Shat when it
-    is strong enough (THEORY 5; ``amp_attention.solvers.outliers``).  Its eigenvector is the
+    is strong enough (docs/theory.md "Spectra of the learned weights";
+    ``amp_attention.solvers.outliers``).  Its eigenvector is the
     corresponding column of O.
     """
 
@@ -168,7 +171,8 @@ class SpikedTarget(_WishartBulk):
 
 @dataclass(frozen=True)
 class PowerLawTarget:
-    """S0 = O diag(s) O^T with s_k = c k^(-gamma) for k <= p0, 0 beyond (THEORY 1).
+    """S0 = O diag(s) O^T with s_k = c k^(-gamma) for k <= p0, 0 beyond (docs/theory.md "Data
+    model").
 
     The spectrum is defined at a finite dimension ``d`` (deterministic
     equivalent); ``c`` is fixed by Tr(S0^2)/d = Q0.  ``p0`` defaults to ``d``.
@@ -274,7 +278,8 @@ Target = Union[WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget]
 
 @dataclass(frozen=True)
 class Learner:
-    """The trained model: width ratio kappa = p/d, weight decay lam (THEORY 2).
+    """The trained model: width ratio kappa = p/d, weight decay lam (docs/theory.md "Learners
+    and the objective").
 
     ``parameterisation="factorised"``: S = W^T W / sqrt(p d), penalty
     lam * d * Tr S = (lam / sqrt(kappa)) ||W||_F^2, so ERM over PSD S with

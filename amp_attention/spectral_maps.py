@@ -1,4 +1,5 @@
-"""Finite-d spectral matrix maps and their exact divergence (THEORY 4.2).
+"""Finite-d spectral matrix maps and their exact divergence (docs/theory.md "Denoiser side and
+free probability").
 
 These are the pure-NumPy building blocks shared by the denoisers (state
 evolution checks, GAMP) and by direct ERM (proximal steps):
@@ -10,7 +11,7 @@ evolution checks, GAMP) and by direct ERM (proximal steps):
   ``threshold * Tr S + indicator(S PSD, rank S <= rank)``.
 * :func:`spectral_divergence` -- the normalised divergence
   (2/d^2) [ sum_i f'(nu_i) + sum_{i<j} (f(nu_i) - f(nu_j)) / (nu_i - nu_j) ]
-  of a spectral map, i.e. the finite-d V of THEORY 4.2.
+  of a spectral map, i.e. the finite-d V of docs/theory.md "Denoiser side and free probability".
 """
 
 from __future__ import annotations

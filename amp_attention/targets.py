@@ -1,4 +1,4 @@
-"""Target spectral laws (THEORY 1): Marchenko-Pastur (Wishart), discrete lists.
+"""Target spectral laws (docs/theory.md "Data model"): Marchenko-Pastur (Wishart), discrete lists.
 
 A :class:`SpectralMeasure` is a probability measure on [0, inf) given by its
 Stieltjes transform G(w) = int dnu(s) / (w - s) and the derivatives G', G''

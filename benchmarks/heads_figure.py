@@ -2,7 +2,8 @@
 
 Writes docs/figures/heads_mse_vs_hdi.png (rotation sweep from identical to
 orthogonal heads, with the bias^2 / variance / covariance decomposition),
-docs/figures/heads_allocation.png (MSE vs H at D = 12 for three n, plus the
+docs/figures/heads_allocation.png (MSE vs H at D = 12 for three n; the argmin d_k*
+vs n for three seeds with the law overlaid), docs/figures/heads_weighting.png (the
 weighting schemes) and docs/figures/heads.json (every number and parameter),
 and prints the markdown tables used in docs/heads.md.  About a minute on one
 core:
@@ -22,7 +23,7 @@ from amp_attention.heads import (NWKernel, NWTask, allocation_check, compare_wei
                                  random_heads, rotation_sweep)
 from amp_attention.cli.heads import allocation_table, weighting_table
 from amp_attention.jsonsafe import json_safe as _plain
-from amp_attention.heads.plots import plot_allocation, plot_rotation
+from amp_attention.heads.plots import plot_allocation, plot_rotation, plot_weighting_schemes
 
 ROOT = Path(__file__).resolve().parent.parent
 FIG = ROOT / "docs" / "figures"
@@ -36,6 +37,12 @@ ROT_KERNELS = {"softmax, c = 1": NWKernel("softmax"),
 # allocation: D = d_model = 12, H over the divisors of 12
 ALLOC = {"D": 12, "d_model": 12, "ns": [250, 1000, 4000], "m": 200, "sigma": 1.0,
          "intrinsic_dim": 2, "draws": 16, "targets": 8}
+#: independent replicates of the allocation check: seed j draws its own training sets
+#: (simulation seed j) and its own targets (task seeds 1000 j .. 1000 j + targets - 1)
+ALLOC_SEEDS = (0, 1, 2)
+# rotation per seed: one target, MSE at identical (t = 0) vs orthogonal (t = 1) heads
+ROT_SEEDS = tuple(range(10))
+ROT_SEED_SETUP = {"targets": 1, "draws": 30}
 ALLOC_KERNELS = {"softmax, c = 1": NWKernel("softmax"),
                  "softmax, c = 0.1": NWKernel("softmax", tau_factor=0.1)}
 # weighting: H Haar-random heads ranked on n_val validation points per draw
@@ -85,9 +92,23 @@ def main() -> None:
                              target_seeds=range(SEED, SEED + ROT["targets"]))
         curves[label] = [p.to_dict() for p in pts]
         print(rotation_table(label, curves[label]), "\n", flush=True)
+    per_seed = []
+    for j in ROT_SEEDS:
+        pts = rotation_sweep(rot_task, ROT["H"], ROT["d_k"], [0.0, 1.0],
+                             draws=ROT_SEED_SETUP["draws"], kernel=ROT_KERNELS["softmax, c = 1"],
+                             seed=j, target_seeds=range(1000 * j,
+                                                        1000 * j + ROT_SEED_SETUP["targets"]))
+        a, b = pts[0].to_dict(), pts[-1].to_dict()
+        per_seed.append({"seed": j, "mse_identical": a["mse"], "mse_orthogonal": b["mse"],
+                         "stderr": float(np.hypot(a["mse_stderr"], b["mse_stderr"])),
+                         "direction": "falls" if b["mse"] < a["mse"] else "rises"})
+        print(f"rotation seed {j}: MSE {a['mse']:.4f} (HDI 0) -> {b['mse']:.4f} (HDI 1), "
+              f"{per_seed[-1]['direction']}", flush=True)
     record["rotation"] = {"task": rot_task.to_dict(),
                           "kernels": {k: v.to_dict() for k, v in ROT_KERNELS.items()},
-                          "curves": curves}
+                          "curves": curves,
+                          "per_seed": {"setup": ROT_SEED_SETUP, "kernel": "softmax, c = 1",
+                                       "rows": per_seed}}
     plot_rotation(curves, FIG / "heads_mse_vs_hdi.png",
                   title=f"uniform ensemble of H = {ROT['H']} NW heads, d_k = {ROT['d_k']}, "
                         f"d_model = {rot_task.d_model}, n = {ROT['n']}, sigma = {ROT['sigma']:g}, "
@@ -97,7 +118,7 @@ def main() -> None:
     alloc_task = NWTask(d_model=ALLOC["d_model"], n=ALLOC["ns"][0], m=ALLOC["m"],
                         sigma=ALLOC["sigma"], intrinsic_dim=ALLOC["intrinsic_dim"], n_val=0,
                         seed=SEED)
-    panels, tables = {}, {}
+    panels, tables, replicates, replicate_tables = {}, {}, {}, {}
     for label, kernel in ALLOC_KERNELS.items():
         res = allocation_check(alloc_task, ALLOC["D"], ALLOC["ns"], draws=ALLOC["draws"],
                                kernel=kernel, seed=SEED,
@@ -106,9 +127,23 @@ def main() -> None:
         tables[label] = res.table
         print(allocation_mse_table(label, panels[label]), "\n", flush=True)
         print(f"{label}: " + allocation_table(res.table, res.law), "\n", flush=True)
+        replicates[label], replicate_tables[label] = [], []
+        for j in ALLOC_SEEDS:
+            rep = allocation_check(alloc_task, ALLOC["D"], ALLOC["ns"], draws=ALLOC["draws"],
+                                   kernel=kernel, seed=j,
+                                   target_seeds=range(1000 * j, 1000 * j + ALLOC["targets"]))
+            replicates[label].append([s.to_dict() for s in rep.sweeps])
+            replicate_tables[label].append(rep.table)
+            print(f"{label}, replicate seed {j}: argmin d_k = "
+                  f"{[r['argmin_dk'] for r in rep.table]}, change x"
+                  f"{rep.table[-1]['empirical_ratio']:.3f} (law x{rep.table[-1]['law_ratio']:.3f})",
+                  flush=True)
     record["allocation"] = {"task": alloc_task.to_dict(),
                             "kernels": {k: v.to_dict() for k, v in ALLOC_KERNELS.items()},
                             "sweeps": panels, "tables": tables, "law": res.law,
+                            "replicates": {"seeds": list(ALLOC_SEEDS),
+                                           "target_seeds": "1000 j .. 1000 j + targets - 1",
+                                           "sweeps": replicates, "tables": replicate_tables},
                             "label": "empirical check, not a proof"}
 
     w_task = NWTask(d_model=WEIGHT["d_model"], n=WEIGHT["n"], m=WEIGHT["m"],
@@ -130,16 +165,22 @@ def main() -> None:
     record["weighting"] = {"task": w_task.to_dict(),
                            "kernels": {k: v.to_dict() for k, v in WEIGHT_KERNELS.items()},
                            "results": weighting}
-    plot_allocation(panels, FIG / "heads_allocation.png",
-                    weighting={k: v["schemes"] for k, v in weighting.items()},
-                    title=f"left: uniform ensembles of H orthogonal heads, D = H d_k = "
-                          f"{ALLOC['D']} = d_model, s = {ALLOC['intrinsic_dim']}, sigma = "
-                          f"{ALLOC['sigma']:g}, {ALLOC['targets']} targets x {ALLOC['draws']} "
-                          f"draws; right: weighting schemes, H = {WEIGHT['H']} random heads, "
-                          f"d_k = {WEIGHT['d_k']}, n = {WEIGHT['n']}")
+    plot_allocation(panels, FIG / "heads_allocation.png", intrinsic_dim=ALLOC["intrinsic_dim"],
+                    replicates=replicates,
+                    title=f"uniform ensembles of H orthogonal heads, D = H d_k = {ALLOC['D']} = "
+                          f"d_model, s = {ALLOC['intrinsic_dim']}, sigma = {ALLOC['sigma']:g}, "
+                          f"{ALLOC['targets']} targets x {ALLOC['draws']} draws per seed; "
+                          f"tau = c sqrt(d_k)")
+    plot_weighting_schemes({k: v["schemes"] for k, v in weighting.items()},
+                           FIG / "heads_weighting.png",
+                           title=f"weighting schemes: H = {WEIGHT['H']} Haar-random heads, "
+                                 f"d_k = {WEIGHT['d_k']}, d_model = {WEIGHT['d_model']}, "
+                                 f"n = {WEIGHT['n']}, ranked on {WEIGHT['n_val']} validation "
+                                 f"points; {WEIGHT['targets']} targets x {WEIGHT['draws']} draws")
     record["seconds"] = time.perf_counter() - t0
     (FIG / "heads.json").write_text(json.dumps(_plain(record), indent=1, allow_nan=False) + "\n")
-    print(f"wrote docs/figures/heads_mse_vs_hdi.png, heads_allocation.png and heads.json "
+    print(f"wrote docs/figures/heads_mse_vs_hdi.png, heads_allocation.png, heads_weighting.png "
+          f"and heads.json "
           f"in {record['seconds']:.0f} s")
 
 

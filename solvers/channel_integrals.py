@@ -1,4 +1,5 @@
-"""Channel-side expectations of the SE by randomised quasi-Monte Carlo (THEORY 4.1).
+"""Channel-side expectations of the SE by randomised quasi-Monte Carlo (docs/theory.md "Channel
+side").
 
 For overlaps (m, q, V) the K-dimensional Gaussian channel is
 

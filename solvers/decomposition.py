@@ -1,4 +1,4 @@
-"""Four-way decomposition of the matrix error (THEORY 7).
+"""Four-way decomposition of the matrix error (docs/theory.md "Power-law targets").
 
 With c* = m/q, S' = c* Shat and P the projector on the outlier eigenvectors of
 Shat (P' = I - P), the matrix MSE ||Shat - S0||_F^2/d splits exactly into
@@ -57,7 +57,8 @@ TERMS = ("over", "under", "approx", "mismatch")
 
 @dataclass(frozen=True)
 class ErrorDecomposition:
-    """E_over, E_under, E_approx, E_mismatch (THEORY 7) and what they decompose.
+    """E_over, E_under, E_approx, E_mismatch (docs/theory.md "Power-law targets") and what they
+    decompose.
 
     ``matrix_mse`` is ||Shat - S0||_F^2/d (the four terms sum to it);
     ``n_outliers`` the rank of P; ``c_star`` = m/q; ``test_mismatch`` the

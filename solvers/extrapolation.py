@@ -1,4 +1,4 @@
-"""Finite-size extrapolation y(d) = a + b/d (THEORY 9).
+"""Finite-size extrapolation y(d) = a + b/d (docs/validation.md).
 
 Per-seed values at several d are fitted by weighted least squares with
 Var(y_i) = sigma^2 / d_i^gamma.  gamma = 2 (the default) is the law of

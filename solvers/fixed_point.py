@@ -1,4 +1,5 @@
-"""Fixed-point iteration x = T(x): damped Picard and Anderson acceleration (THEORY 4.3).
+"""Fixed-point iteration x = T(x): damped Picard and Anderson acceleration (docs/theory.md
+"Fixed point").
 
 The iteration never hides failure: the returned :class:`FixedPointReport`
 carries ``success``, an enumerated ``status`` (converged, max_iter, diverged,

@@ -1,4 +1,5 @@
-"""Outlier eigenvalues of Shat and their eigenvector overlaps with the target (THEORY 5).
+"""Outlier eigenvalues of Shat and their eigenvector overlaps with the target (docs/theory.md
+"Spectra of the learned weights").
 
 At the SE fixed point Shat = f(B) with B = mh S0 + sqrt(qh) Z.  A target
 eigenvalue s_k separated from the rest of the spectrum (a planted spike, or a

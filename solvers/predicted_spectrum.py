@@ -1,7 +1,9 @@
-"""The predicted spectra of the learned weights (THEORY 5): one object, built from the denoiser.
+"""The predicted spectra of the learned weights (docs/theory.md "Spectra of the learned
+weights"): one object, built from the denoiser.
 
 At an SE fixed point, B ~ rho_B = (m_hat * law of S0) boxplus semicircle(q_hat)
-(THEORY 4.2), and an eigenvalue of Shat is f(x) for x ~ rho_B, where f is the
+(docs/theory.md "Denoiser side and free probability"), and an eigenvalue of Shat is f(x) for x ~
+rho_B, where f is the
 denoiser's spectral function.  Above the denoiser's cutoff c, f(x) = (x - shift)/scale
 (nuclear norm: shift = 2 lam, scale = V_hat, c = max(2 lam, (1 - kappa) quantile of
 rho_B); element-wise: shift = 0, scale = V_hat + 2 lam, c = -inf).  Hence

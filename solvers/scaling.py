@@ -1,4 +1,5 @@
-"""Sequential spectral recovery and scaling laws for power-law targets (THEORY 8).
+"""Sequential spectral recovery and scaling laws for power-law targets (docs/theory.md
+"Power-law targets").
 
 For a target with s_k ~ k^(-gamma) (:class:`~amp_attention.spec.PowerLawTarget`,
 deterministic equivalent at the target's d) the SE is solved along a grid of
@@ -219,7 +220,7 @@ def noise_limited_exponent(gamma: float) -> float:
 @dataclass(frozen=True)
 class ModeExponentFit:
     """k* ~ n^a: the fitted a with its confidence interval, and the predicted exponent
-    f = a (2 gamma - 1) of E_under with its interval (THEORY 8)."""
+    f = a (2 gamma - 1) of E_under with its interval (docs/theory.md "Power-law targets")."""
 
     a: float
     a_ci: tuple[float, float]

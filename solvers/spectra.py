@@ -1,4 +1,5 @@
-"""Predicted spectra of the learned weights against trained ones (THEORY 5, issue 5).
+"""Predicted spectra of the learned weights against trained ones (docs/theory.md "Spectra of the
+learned weights"; issue 5).
 
 The prediction (densities and exact CDFs of the eigenvalues of Shat and of the
 singular values of W) is :class:`~amp_attention.solvers.predicted_spectrum.PredictedSpectrum`.

@@ -1,4 +1,4 @@
-"""State evolution of the tied-attention ERM (THEORY 4): overlaps <-> hats.
+"""State evolution of the tied-attention ERM (docs/theory.md "State evolution"): overlaps <-> hats.
 
 One SE point: spec -> target spectrum -> [hats from the channel at (m, q, V)]
 -> [overlaps from the denoiser functionals over rho_B] -> fixed point.
@@ -44,7 +44,8 @@ RESULT_FIELDS = (
 
 @dataclass(frozen=True)
 class SEResult(Result):
-    """A state-evolution fixed point and everything derived from it (THEORY 4-5).
+    """A state-evolution fixed point and everything derived from it (docs/theory.md "State
+    evolution", "Spectra of the learned weights").
 
     ``success``/``status``/``message`` (:class:`~amp_attention.result.Result`) are
     those of the reported start's fixed-point solve."""
@@ -209,7 +210,8 @@ class StateEvolution:
         return lam * trace_per_d / self.alpha
 
     def spectrum(self, ch, den) -> PredictedSpectrum:
-        """The predicted spectra at hats ``ch`` with denoiser functionals ``den`` (THEORY 5)."""
+        """The predicted spectra at hats ``ch`` with denoiser functionals ``den``
+        (docs/theory.md "Spectra of the learned weights")."""
         return PredictedSpectrum.from_hats(self.target, self.denoiser, self.problem.learner.kappa,
                                            ch.m_hat, ch.q_hat, ch.V_hat, den.rank_fraction,
                                            cutoff=den.cutoff)
@@ -419,13 +421,14 @@ def solve_state_evolution(
     finite_size_check: bool = True,
     progress: bool = False,
 ) -> SEResult:
-    """Solve the SE fixed point of ``problem`` (THEORY 4.3).
+    """Solve the SE fixed point of ``problem`` (docs/theory.md "Fixed point").
 
     ``start="both"`` runs an informative (Shat ~ S0) and an uninformative
     (Shat independent of S0) initialisation; the reported point is the one of
     lower training loss, and ``metastable``/``alternative`` say whether the
     other one converged elsewhere.  ``spectrum=True`` attaches the predicted
-    spectra of Shat and W (THEORY 5).  ``mc`` sets the RQMC integration of
+    spectra of Shat and W (docs/theory.md "Spectra of the learned weights").  ``mc`` sets the
+    RQMC integration of
     non-linear channels; their Monte-Carlo standard errors are reported in
     ``mc_stderr`` (per field) and failed proximal solves in ``mc_failed_prox``.
     ``channel`` replaces the task's channel object (same L; e.g. a

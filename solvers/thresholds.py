@@ -1,4 +1,5 @@
-"""Interpolation and perfect-recovery thresholds from the lam -> 0+ limit of the SE (THEORY 6).
+"""Interpolation and perfect-recovery thresholds from the lam -> 0+ limit of the SE
+(docs/theory.md "Thresholds").
 
 Derivation (docs/theory.md section 12).  As lam -> 0+ below the interpolation
 threshold the minimiser tends to the minimum-trace interpolator, V diverges

@@ -71,7 +71,7 @@ def _bases(tmp: Path) -> dict[str, list[str]]:
                           "--out", str(tmp / "pd")],
         "scaling": ["scaling", "--alpha-range", "0.5", "2", "3", "--gamma", "1.5", "--target-d", "40",
                     "--out", str(tmp / "scaling")],
-        "heads-hdi": ["heads", "hdi", str(hdi), "--heads", "2"],
+        "heads-hdi": ["heads", "hdi", str(hdi), "--layout", "columns", "--heads", "2"],
         "heads-rotation": ["heads", "rotation", "--d-model", "10", "--n", "20", "--m", "20",
                            "--draws", "2", "--targets", "2", "--t-points", "3"],
         "heads-allocation": ["heads", "allocation", "--m", "20", "--draws", "2",
@@ -132,11 +132,12 @@ SUBCOMMANDS = ["se", "se-softmax", "erm", "amp", "validate", "spectrum", "spectr
 class FuzzServer:
     """The helper process of tests/cli_fuzz_server.py (see there why it is needed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cwd: Path) -> None:
         env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", MPLBACKEND="Agg")
+        # cwd: commands without --out write to ./amp-attention-<command>
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(
             "cli_fuzz_server.py"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-            env=env)
+            env=env, cwd=cwd)
 
     def ask(self, request: dict) -> dict:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -160,7 +161,7 @@ class FuzzServer:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    srv = FuzzServer()
+    srv = FuzzServer(tmp_path_factory.mktemp("fuzz-cwd"))
     yield srv
     srv.close()
 

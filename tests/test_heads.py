@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -118,8 +120,60 @@ def test_stacked_key_matrix_is_split_into_column_blocks() -> None:
     rng = np.random.default_rng(0)
     W = rng.standard_normal((3, 7, 2))
     stacked = np.concatenate(list(W), axis=1)  # [W_1 W_2 W_3], shape (7, 6)
-    np.testing.assert_array_equal(as_head_stack(stacked, heads=3), W)
-    assert head_diversity_index(stacked, heads=3) == head_diversity_index(W)
+    np.testing.assert_array_equal(as_head_stack(stacked, heads=3, layout="columns"), W)
+    np.testing.assert_array_equal(as_head_stack(stacked, d_k=2, layout="columns"), W)
+    assert head_diversity_index(stacked, heads=3, layout="columns") == head_diversity_index(W)
+    # the weight of torch.nn.Linear(d_model, H d_k) is (out, in) = (H d_k, d_model)
+    np.testing.assert_array_equal(as_head_stack(stacked.T, heads=3, layout="rows"), W)
+
+
+def test_a_2d_key_matrix_needs_its_layout() -> None:
+    """A (H d_k, d_model) nn.Linear weight read as (d_model, H d_k) columns gave a wrong
+    HDI without a word (0.967 instead of 1 in a constructed case): the layout is now
+    required for 2-d input, and the in_proj_weight shape (3 m, m) is refused."""
+    d_model, H, d_k = 8, 2, 2
+    rows = np.zeros((H * d_k, d_model))  # heads on disjoint coordinates: HDI = 1
+    rows[np.arange(H * d_k), np.arange(H * d_k)] = 1.0
+    assert head_diversity_index(rows, heads=H, layout="rows") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="layout is required for a 2-d array"):
+        as_head_stack(rows, heads=H)
+    with pytest.raises(ValueError, match="layout must be one of stack, columns, rows"):
+        as_head_stack(rows, heads=H, layout="torch")
+    with pytest.raises(ValueError, match=r"heads x d_k = 2 x 3 must equal H d_k = 4"):
+        as_head_stack(rows, heads=2, d_k=3, layout="rows")
+    in_proj = np.random.default_rng(0).standard_normal((3 * d_model, d_model))
+    with pytest.raises(ValueError, match=r"in_proj_weight.*key block in_proj_weight\[8:16\]"):
+        as_head_stack(in_proj, heads=2, layout="rows")
+    with pytest.raises(ValueError, match=r"in_proj_weight.*transposed"):
+        as_head_stack(in_proj.T, heads=2, layout="columns")
+    np.testing.assert_array_equal(
+        as_head_stack(in_proj[d_model:2 * d_model], heads=2, layout="rows"),
+        as_head_stack(in_proj[d_model:2 * d_model].T, heads=2, layout="columns"))
+
+
+def test_load_key_array_never_unpickles(tmp_path: Path) -> None:
+    import pickle
+
+    from amp_attention.heads import load_key_array
+
+    W = np.arange(12.0).reshape(3, 4)
+    np.save(tmp_path / "w.npy", W)
+    np.testing.assert_array_equal(load_key_array(tmp_path / "w.npy"), W)
+    np.savez(tmp_path / "one.npz", wk=W)
+    np.testing.assert_array_equal(load_key_array(tmp_path / "one.npz"), W)
+    np.savez(tmp_path / "two.npz", wq=W, wk=2 * W)
+    np.testing.assert_array_equal(load_key_array(tmp_path / "two.npz", key="wk"), 2 * W)
+    with pytest.raises(ValueError, match=r"archive of 2 arrays \(wq, wk\); choose one"):
+        load_key_array(tmp_path / "two.npz")
+    with open(tmp_path / "w.pkl", "wb") as fh:
+        pickle.dump({"weight": W}, fh)
+    np.save(tmp_path / "obj.npy", np.array([{"weight": W}], dtype=object), allow_pickle=True)
+    (tmp_path / "w.txt").write_text("0 1 2")
+    for name in ("w.pkl", "obj.npy", "w.txt"):
+        with pytest.raises(ValueError) as info:
+            load_key_array(tmp_path / name)
+        assert "allow_pickle" not in str(info.value) and "trust" not in str(info.value)
+        assert "numpy.save" in str(info.value)
 
 
 @pytest.mark.parametrize("t", [0.0, 0.1, 0.37, 0.5, 0.8, 1.0])
@@ -493,10 +547,10 @@ def test_hdi_input_validation() -> None:
     rng = np.random.default_rng(9)
     with pytest.raises(ValueError, match="H >= 2"):
         head_diversity_index(rng.standard_normal((1, 5, 2)))
-    with pytest.raises(ValueError, match="heads is required"):
-        head_diversity_index(rng.standard_normal((5, 4)))
-    with pytest.raises(ValueError, match=r"heads must divide the number of columns of W \(6\)"):
-        head_diversity_index(rng.standard_normal((5, 6)), heads=4)
+    with pytest.raises(ValueError, match=r"heads \(H\) or d_k is required"):
+        head_diversity_index(rng.standard_normal((5, 4)), layout="columns")
+    with pytest.raises(ValueError, match=r"heads must divide H d_k = 6 \(the columns of W\)"):
+        head_diversity_index(rng.standard_normal((5, 6)), heads=4, layout="columns")
     W = rng.standard_normal((3, 5, 2))
     W[1, :, 1] = 2 * W[1, :, 0]
     with pytest.raises(ValueError, match="W head 1 has rank 1 < 2 columns"):
@@ -548,3 +602,14 @@ def test_sweeps_in_a_process_pool_match_the_in_process_run() -> None:
     w_here = compare_weightings(task, heads, **kw)
     w_pool = compare_weightings(task, heads, workers=2, **kw)
     assert w_pool.to_dict() == w_here.to_dict()
+
+
+def test_literal_hdi_of_gaussian_heads_has_expectation_one_minus_d_model() -> None:
+    """docs/heads.md: for independent N(0, 1) heads E||W_h^T W_h'||_F^2 = d_k^2 d_model,
+    so E HDI_lit = 1 - d_model (the docs once said "about -2" for (8, 2) heads: -7)."""
+    rng = np.random.default_rng(11)
+    d_model, d_k = 8, 2
+    v = np.array([head_diversity_index(rng.standard_normal((2, d_model, d_k)), normalise="none")
+                  for _ in range(4000)])
+    se = v.std(ddof=1) / np.sqrt(v.size)
+    assert abs(v.mean() - (1 - d_model)) < 4 * se, (v.mean(), se)

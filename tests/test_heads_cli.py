@@ -97,7 +97,7 @@ def test_hdi_from_stacked_file(capsys, tmp_path: Path) -> None:
     W[:6, :6] = np.diag(np.arange(1.0, 7.0))
     np.save(tmp_path / "w.npy", W)
     code, out, err = run(capsys, "heads", "hdi", str(tmp_path / "w.npy"), "--heads", "3",
-                         "--json", "--out", str(tmp_path / "o"))
+                         "--layout", "columns", "--json", "--out", str(tmp_path / "o"))
     assert code == 0, err
     payload = json.loads(out)
     assert payload["hdi"] == pytest.approx(1.0)
@@ -133,10 +133,40 @@ def test_hdi_bad_files(capsys, tmp_path: Path) -> None:
     code, _, err = run(capsys, "heads", "hdi", str(tmp_path / "missing.npy"))
     assert code == 2 and "argument FILE" in err
     np.save(tmp_path / "flat.npy", np.ones((4, 6)))
-    code, _, err = run(capsys, "heads", "hdi", str(tmp_path / "flat.npy"))
-    assert code == 2 and "argument --heads" in err
     code, _, err = run(capsys, "heads", "hdi", str(tmp_path / "flat.npy"), "--heads", "3")
+    assert code == 2 and "argument --layout: layout is required for a 2-d array" in err
+    code, _, err = run(capsys, "heads", "hdi", str(tmp_path / "flat.npy"), "--layout", "columns")
+    assert code == 2 and "argument --heads" in err
+    code, _, err = run(capsys, "heads", "hdi", str(tmp_path / "flat.npy"), "--heads", "3",
+                       "--layout", "columns")
     assert code == 2 and "rank" in err  # all-ones heads are rank deficient
+    # not an array: one line, no invitation to unpickle
+    (tmp_path / "model.pt").write_bytes(b"\x80\x04\x95 pickled torch checkpoint")
+    code, out, err = run(capsys, "heads", "hdi", str(tmp_path / "model.pt"))
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "argument FILE" in err and "never loaded" in err and "allow_pickle" not in err
+
+
+def test_hdi_of_torch_linear_weights(capsys, tmp_path: Path) -> None:
+    """The recipe of docs/heads.md: an nn.Linear key weight (H d_k, d_model) with
+    --layout rows gives the HDI of the heads; the in_proj_weight shape is refused."""
+    d_model, H, d_k = 12, 3, 4
+    rng = np.random.default_rng(3)
+    stack = rng.standard_normal((H, d_model, d_k))
+    linear_weight = np.concatenate([w.T for w in stack], axis=0)  # (H d_k, d_model)
+    np.save(tmp_path / "wk.npy", linear_weight)
+    np.save(tmp_path / "stack.npy", stack)
+    code, out, err = run(capsys, "heads", "hdi", str(tmp_path / "wk.npy"), "--layout", "rows",
+                         "--dk", str(d_k), "--json")
+    assert code == 0, err
+    code, ref, err = run(capsys, "heads", "hdi", str(tmp_path / "stack.npy"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["hdi"] == json.loads(ref)["hdi"]
+    assert json.loads(out)["params"]["layout"] == "rows"
+    np.save(tmp_path / "in_proj.npy", rng.standard_normal((3 * d_model, d_model)))
+    code, out, err = run(capsys, "heads", "hdi", str(tmp_path / "in_proj.npy"), "--layout",
+                         "rows", "--heads", str(H))
+    assert code == 2 and "in_proj_weight[12:24]" in err
 
 
 def test_module_entry_point(tmp_path: Path) -> None:

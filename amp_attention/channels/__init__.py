@@ -1,9 +1,9 @@
-"""Output channels (THEORY 1 and 4.1): one object per channel.
+"""Output channels (docs/theory.md "Data model", "Channel side"): one object per channel.
 
 The contract every channel meets is :class:`Channel` (:mod:`.base`); the
 built-in ones are registered by name in :mod:`.registry`.  Each channel serves
 both the state evolution (expectations over the K-dimensional Gaussian
-channel of THEORY 4.1) and the finite-size algorithms (proximal operator,
+channel of docs/theory.md "Channel side") and the finite-size algorithms (proximal operator,
 g_out and its Jacobian on data).  The channel classes are imported on first
 access (they load the compiled kernels).
 """

@@ -1,4 +1,5 @@
-"""The channel contract (THEORY 1, 3 and 4.1): what every output channel provides.
+"""The channel contract (docs/theory.md "Data model", "Why the problem is a GLM", "Channel
+side"): what every output channel provides.
 
 A channel maps the symmetric L x L pre-activation matrix h of one sample to M
 outputs g(h); the loss is l(y, h) = 1/2 ||y - g(h)||^2.  Its u-coordinates are
@@ -60,8 +61,8 @@ OVERLAP_RTOL = 1e-9
 
 def overlap_split(m: float, q: float, Q0: float) -> tuple[float, float]:
     """(slope, rest) of u* = slope omega + sqrt(rest) z with omega ~ N(0, q), z ~ N(0, 1)
-    independent: slope = m/q, rest = Q0 - m^2/q (THEORY 4.1; q = 0 needs m = 0 and gives
-    slope 0).  Overlaps with m^2 <= q Q0 (1 + OVERLAP_RTOL) are accepted and rest is
+    independent: slope = m/q, rest = Q0 - m^2/q (docs/theory.md "Channel side"; q = 0
+    needs m = 0 and gives slope 0).  Overlaps with m^2 <= q Q0 (1 + OVERLAP_RTOL) are accepted and rest is
     clipped at 0; beyond that ValueError names the violated constraint."""
     if q == 0 and m != 0:
         raise ValueError(f"overlaps violate m^2 <= q Q0 (m={m!r}, q=0)")
@@ -76,7 +77,7 @@ def overlap_split(m: float, q: float, Q0: float) -> tuple[float, float]:
 class ChannelSE:
     """Channel-side quantities at overlaps (m, q, V).
 
-    m_hat, q_hat, V_hat: conjugate order parameters (THEORY 4.1);
+    m_hat, q_hat, V_hat: conjugate order parameters (docs/theory.md "Channel side");
     train_error: E sum over output entries (y - yhat)^2 at the prox point;
     test_error: E ||g(h(S0)) - g(h(Shat))||^2 on a fresh sample (clean);
     loss_per_sample: E[l(y, uhat)] (channel part of R/n).
@@ -92,7 +93,7 @@ class ChannelSE:
 
 @dataclass(frozen=True)
 class ProxBatch:
-    """Proximal operator of n samples (THEORY 4.1).
+    """Proximal operator of n samples (docs/theory.md "Channel side").
 
     uhat (n, K): argmin_u l(y, h(u)) + ||u - omega||^2 / (2V);
     g_out (n, K): (uhat - omega) / V;
@@ -116,7 +117,8 @@ class ProxBatch:
 
 @dataclass(frozen=True)
 class ZeroLossGeometry:
-    """The zero-loss set of a channel in u-coordinates as V -> infinity (THEORY 6).
+    """The zero-loss set of a channel in u-coordinates as V -> infinity (docs/theory.md
+    "Thresholds").
 
     ``rank`` r: independent equations per sample; ``noise_energy`` N: the
     expected squared norm of the label noise projected on the constrained
@@ -268,7 +270,7 @@ def variance_matrix(V, n: int, K: int) -> np.ndarray:
 
 def u_coordinates(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ka, kb, tau): the row-major upper-triangle index pairs k = (ka_k, kb_k) and
-    tau_k = sqrt 2 on the diagonal, 1 off it (THEORY 3)."""
+    tau_k = sqrt 2 on the diagonal, 1 off it (docs/theory.md "Why the problem is a GLM")."""
     a, b = np.triu_indices(L)
     tau = np.where(a == b, math.sqrt(2.0), 1.0)
     return (np.ascontiguousarray(a, dtype=np.int64), np.ascontiguousarray(b, dtype=np.int64),
@@ -276,7 +278,8 @@ def u_coordinates(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def symmetric_h(U: np.ndarray, ka: np.ndarray, kb: np.ndarray, tau: np.ndarray, L: int) -> np.ndarray:
-    """(n, K) u-coordinates -> (n, L, L) symmetric h with h_ab = h_ba = tau_k u_k (THEORY 3)."""
+    """(n, K) u-coordinates -> (n, L, L) symmetric h with h_ab = h_ba = tau_k u_k
+    (docs/theory.md "Why the problem is a GLM")."""
     H = np.empty((U.shape[0], L, L))
     H[:, ka, kb] = U * tau
     H[:, kb, ka] = U * tau

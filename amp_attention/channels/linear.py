@@ -1,4 +1,4 @@
-"""Linear channel y_ab = h_ab(S0) + sqrt(Delta) xi_ab, a <= b (THEORY 4.1).
+"""Linear channel y_ab = h_ab(S0) + sqrt(Delta) xi_ab, a <= b (docs/theory.md "Channel side").
 
 In u-coordinates (u = h / tau) component k = (a, b) of the loss
 l = 1/2 sum_{a<=b} (y_ab - h_ab)^2 reads c_k (y_k - u_k)^2 with
@@ -90,7 +90,8 @@ class LinearChannel:
     def population_error(self, S0: np.ndarray, S: np.ndarray) -> float:
         """Exact clean test error E||h(S0) - h(S)||^2 over the K outputs for Gaussian
         tokens: Var(x^T D x) = 2 ||D||_F^2, E(x_a^T D x_b)^2 = ||D||_F^2 (a != b), so
-        it is sum_k 2 c_k ||S - S0||_F^2 / d (THEORY 4: e_test = sum_k 2 c_k E)."""
+        it is sum_k 2 c_k ||S - S0||_F^2 / d (docs/theory.md "Errors and the reported loss":
+        e_test = sum_k 2 c_k E)."""
         D = np.asarray(S, dtype=float) - np.asarray(S0, dtype=float)
         return float(np.sum(2.0 * self.c)) * float(np.sum(D * D)) / D.shape[0]
 

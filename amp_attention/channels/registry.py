@@ -1,4 +1,5 @@
-"""The built-in channels by name (THEORY 1): what ``Task(channel="...")``, the CLI's
+"""The built-in channels by name (docs/theory.md "Data model"): what ``Task(channel="...")``,
+the CLI's
 ``--channel`` choices and ``spec`` read.
 
 Adding a built-in channel = one module implementing :class:`.base.Channel`

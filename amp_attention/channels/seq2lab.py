@@ -1,4 +1,4 @@
-"""Seq2lab channel: one scalar label, the mean self-attention (THEORY 1).
+"""Seq2lab channel: one scalar label, the mean self-attention (docs/theory.md "Data model").
 
 g(h) = (1/L) Tr softmax_rows(beta h) = (1/L) sum_a softmax(beta h_a)_a, M = 1,
 l(y, h) = 1/2 (y - g(h))^2.  With A_a = softmax(beta h_a) and r = g - y,

@@ -1,4 +1,4 @@
-"""Seq2seq softmax channel g(h) = softmax_rows(beta h) (THEORY 1).
+"""Seq2seq softmax channel g(h) = softmax_rows(beta h) (docs/theory.md "Data model").
 
 Contract and conventions: :mod:`.base`; the multi-start Newton prox and the
 noise model: :mod:`.newton`.

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import sys
 
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, GAMP_DIVERGED_HINT, MODEL, PROG, HelpFormatter,
                      add_allow_large, add_mc_group, check_min_int, check_size, closed_form, dumps,
                      flag_error, mc_options, print_params, problem_from_args, refuse_given)
@@ -27,7 +28,7 @@ stationary points) beside the SE fixed point.
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    amp = sub.add_parser("amp", parents=[problem], formatter_class=HelpFormatter,
+    amp = sub.add_parser("amp", epilog=epilog('amp'), parents=[problem], formatter_class=HelpFormatter,
                          help="GAMP on a synthetic data set beside the SE",
                          description=AMP_DESCRIPTION)
     g = amp.add_argument_group("GAMP run")

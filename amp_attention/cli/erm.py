@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
                      add_allow_large, check_min_int, check_positive_finite, check_size, dumps,
                      flag_error, fmt, one_line, print_params, problem_from_args, refuse_given,
@@ -25,7 +26,7 @@ objectives by accelerated proximal gradient or L-BFGS with restarts.
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    erm = sub.add_parser("erm", parents=[problem], formatter_class=HelpFormatter,
+    erm = sub.add_parser("erm", epilog=epilog('erm'), parents=[problem], formatter_class=HelpFormatter,
                          help="direct ERM at finite d over seeds (mean +- stderr)",
                          description=ERM_DESCRIPTION)
     g = erm.add_argument_group("finite-d run")

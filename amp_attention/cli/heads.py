@@ -23,6 +23,7 @@ from typing import Any
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
+from .examples import epilog
 from .common import (HelpFormatter, OmittingArgumentGroup, add_allow_large, add_execution_flags,
                      execution)
 
@@ -102,14 +103,25 @@ def add_parser(sub: Any) -> None:
     modes = heads.add_subparsers(dest="heads_mode", metavar="{hdi,rotation,allocation,weighting}",
                                  required=True)
 
-    hdi = modes.add_parser("hdi", formatter_class=HelpFormatter,
+    hdi = modes.add_parser("hdi", epilog=epilog("heads hdi"), formatter_class=HelpFormatter,
                            help="HDI and principal angles of key matrices from a .npy file",
                            description=HDI_DESCRIPTION)
     hdi.add_argument("file", metavar="FILE",
-                     help=".npy file: an array (H, d_model, d_k), or a stacked key matrix "
-                          "(d_model, H*d_k) with --heads H (columns h*d_k..(h+1)*d_k-1 = head h)")
+                     help=".npy file, or .npz archive (see --key), of the key weights; never "
+                          "unpickled (a .pt checkpoint is refused: save the tensor with "
+                          "numpy.save, docs/heads.md)")
+    hdi.add_argument("--layout", choices=LAYOUT_CHOICES, default=None,
+                     help="how FILE holds the heads: stack (H, d_model, d_k); columns "
+                          "(d_model, H*d_k), columns h*d_k..(h+1)*d_k-1 = head h (x^T W_K); "
+                          "rows (H*d_k, d_model), rows h*d_k.. = head h: the weight of a "
+                          "PyTorch nn.Linear(d_model, H*d_k).  Required for a 2-d array (its "
+                          "shape alone is ambiguous); default stack for a 3-d one")
     hdi.add_argument("--heads", type=int, default=None, metavar="H",
-                     help="number of heads H of a stacked 2-d key matrix (required for 2-d input)")
+                     help="number of heads H (for --layout columns/rows: give --heads or --dk)")
+    hdi.add_argument("--dk", type=int, default=None, metavar="D_K",
+                     help="width d_k of each head (checked against --heads when both are given)")
+    hdi.add_argument("--key", default=None, metavar="NAME",
+                     help="array NAME of a .npz archive (needed when it holds several)")
     hdi.add_argument("--normalise", choices=("orthonormal", "none"), default="orthonormal",
                      help="orthonormal: HDI of the subspaces, in [0, 1]; none: the literal "
                           "1 - mean ||W_h^T W_h'/d_k||_F^2 (default: orthonormal)")
@@ -120,7 +132,7 @@ def add_parser(sub: Any) -> None:
                           "and .png (overlap heat map)")
     hdi.set_defaults(func=cmd_hdi)
 
-    rot = modes.add_parser("rotation", parents=[_simulation_parent("rotation")], formatter_class=HelpFormatter,
+    rot = modes.add_parser("rotation", epilog=epilog("heads rotation"), parents=[_simulation_parent("rotation")], formatter_class=HelpFormatter,
                            help="ensemble MSE and decomposition vs HDI (identical -> orthogonal)",
                            description=ROTATION_DESCRIPTION)
     g = rot.add_argument_group("rotation sweep")
@@ -133,7 +145,7 @@ def add_parser(sub: Any) -> None:
                         "expectation 0); default: all heads share the training data")
     rot.set_defaults(func=cmd_rotation)
 
-    alloc = modes.add_parser("allocation", parents=[_simulation_parent("allocation")], formatter_class=HelpFormatter,
+    alloc = modes.add_parser("allocation", epilog=epilog("heads allocation"), parents=[_simulation_parent("allocation")], formatter_class=HelpFormatter,
                              help="MSE vs H at fixed D = H d_k; empirical argmin vs the law",
                              description=ALLOCATION_DESCRIPTION)
     g = alloc.add_argument_group("allocation sweep")
@@ -142,7 +154,7 @@ def add_parser(sub: Any) -> None:
                    help="training-set sizes n to sweep, each >= 2 (default: 250 1000)")
     alloc.set_defaults(func=cmd_allocation)
 
-    wt = modes.add_parser("weighting", parents=[_simulation_parent("weighting")], formatter_class=HelpFormatter,
+    wt = modes.add_parser("weighting", epilog=epilog("heads weighting"), parents=[_simulation_parent("weighting")], formatter_class=HelpFormatter,
                           help="uniform / geometric / Fibonacci weights over ranked heads",
                           description=WEIGHTING_DESCRIPTION)
     g = wt.add_argument_group("weighting comparison")
@@ -329,28 +341,52 @@ def _emit(args: argparse.Namespace, payload: dict, out: Path, mode: str, table: 
 # --------------------------------------------------------------------------- hdi
 
 
+#: the --layout choices (amp_attention.heads.diversity.LAYOUTS, not imported for --help speed)
+LAYOUT_CHOICES = ("stack", "columns", "rows")
+
+
+def _shape_text(shape: tuple, layout: str | None) -> str:
+    return f"an array of shape {tuple(shape)} read as {layout or 'stack'}"
+
+
+def _layout_error(exc: ValueError, shape: tuple) -> ValueError:
+    """as_head_stack's message with the flag of the parameter it names."""
+    msg = " ".join(str(exc).split())
+    flag = {"layout": "--layout", "heads": "--heads", "d_k": "--dk", "W:": "FILE",
+            "W": "FILE"}.get(msg.split(" ", 1)[0])
+    if flag == "FILE" and msg.startswith("W: "):
+        msg = msg[len("W: "):]
+    return ValueError(f"argument {flag}: {msg}" if flag else msg)
+
+
 def cmd_hdi(args: argparse.Namespace) -> int:
     """``amp-attention heads hdi FILE``: HDI, overlaps and principal angles of key matrices."""
     import numpy as np
 
-    from ..heads.diversity import (as_head_stack, head_diversity_index, pairwise_overlaps,
-                            pairwise_principal_angles)
+    from ..heads.diversity import (as_head_stack, head_diversity_index, load_key_array,
+                                   pairwise_overlaps, pairwise_principal_angles)
 
     try:
-        arr = np.load(args.file, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"argument FILE: cannot read {args.file!r} as a .npy array: "
-                         f"{' '.join(str(exc).split())}") from None
+        arr = load_key_array(args.file, key=args.key)
+    except ValueError as exc:
+        raise ValueError(f"argument FILE: {str(exc)[len('W: '):]}") from None
     try:
-        W = as_head_stack(arr, args.heads)
+        W = as_head_stack(arr, args.heads, layout=args.layout, d_k=args.dk)
+    except ValueError as exc:
+        raise _layout_error(exc, arr.shape) from None
+    if W.shape[0] < 2:
+        raise ValueError(f"argument --heads: the HDI needs H >= 2 heads (it averages over "
+                         f"pairs); {_shape_text(arr.shape, args.layout)} gives H = {W.shape[0]}")
+    try:
         hdi = head_diversity_index(W, normalise=args.normalise)
         overlaps = pairwise_overlaps(W, normalise=args.normalise)
         angles = pairwise_principal_angles(W)
     except ValueError as exc:
         raise _flag_error(exc) from None
     H, d_model, d_k = W.shape
-    params = {"file": str(args.file), "input_shape": list(arr.shape), "H": H,
-              "d_model": d_model, "d_k": d_k, "normalise": args.normalise}
+    params = {"file": str(args.file), "key": args.key, "input_shape": list(arr.shape),
+              "layout": args.layout or "stack", "H": H, "d_model": d_model, "d_k": d_k,
+              "normalise": args.normalise}
     payload = {"params": params, "hdi": hdi, "overlaps": overlaps,
                "principal_angles_deg": np.degrees(angles)}
     pairs = [[h, g, overlaps[h, g], *np.degrees(angles[h, g])]
@@ -472,7 +508,7 @@ def cmd_allocation(args: argparse.Namespace) -> int:
     _write(out, "allocation", payload, ["n", "H", "d_k", *cols],
            [[s["n"], r["H"], r["d_k"], *[r[c] for c in cols]] for s in sweeps for r in s["rows"]])
     plot_allocation({f"{kernel.kind}, c = {kernel.tau_factor:g}": sweeps},
-                    out / "heads_allocation.png",
+                    out / "heads_allocation.png", intrinsic_dim=task.intrinsic_dim,
                     title=f"D = {args.D}, d_model = {d_model}, s = {task.intrinsic_dim}, "
                           f"sigma = {task.sigma:g}, R = {args.draws}, K = {args.targets}")
     _emit(args, payload, out, "allocation", allocation_table(res.table, res.law))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..progress import progress_bar as _progress
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
                      flag_error, mc_options, one_line, prepare_path, problem_from_args,
@@ -32,7 +33,7 @@ available).
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    pd = sub.add_parser("phase-diagram", parents=[problem], formatter_class=HelpFormatter,
+    pd = sub.add_parser("phase-diagram", epilog=epilog('phase-diagram'), parents=[problem], formatter_class=HelpFormatter,
                         help="SE over an alpha x lam grid (continuation, hysteresis, resumable)",
                         description=PHASE_DESCRIPTION)
     g = pd.add_argument_group("grid")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_text
+from .examples import epilog
 from .common import EXIT_NOT_CONVERGED, EXIT_OK, PROG, CLIError, HelpFormatter, dumps, fmt
 
 
@@ -22,7 +23,7 @@ ERM points with one-standard-error bars). Takes well under a minute."""
 
 
 def add_parser(sub) -> None:
-    qs = sub.add_parser("quickstart", formatter_class=HelpFormatter,
+    qs = sub.add_parser("quickstart", epilog=epilog('quickstart'), formatter_class=HelpFormatter,
                         help="SE curve over alpha with ERM overlay -> CSV/JSON/PNG",
                         description=QUICKSTART_DESCRIPTION)
     qs.add_argument("--out", default="amp-attention-quickstart", metavar="DIR",

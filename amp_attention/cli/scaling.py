@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_json
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
                      flag_error, mc_options, prepare_path, problem_from_args)
@@ -15,13 +16,15 @@ from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter
 
 SCALING_DESCRIPTION = f"""\
 Scaling law of a power-law target s_k ~ k^-gamma (--gamma; deterministic
-equivalent with the exact list of --target-d eigenvalues, THEORY 8): the SE is
+equivalent with the exact list of --target-d eigenvalues, docs/theory.md "Power-law targets"):
+the SE is
 solved along a log-spaced alpha grid with warm starts, lam following
 lam(alpha) = --lam * (alpha/alpha_0)^(-LAM_EXPONENT) (lam ~ n^-LAM_EXPONENT at
 fixed d; alpha_0 the first grid point).  Per point: test/train error, matrix
 MSE, the number k* of recovered target modes (outliers of Shat above the main
 bulk) and the four-way decomposition E_over + E_under + E_approx + E_mismatch =
-matrix MSE (THEORY 7).  The excess error e_test - e_0 is fitted as A n^-f in
+matrix MSE (docs/theory.md "Power-law targets").  The excess error e_test - e_0 is fitted as A
+n^-f in
 log-log coordinates (e_0 from --e0, or fitted with --e0 fit) with a confidence
 interval from the residuals, and compared with f_pred = a (2 gamma - 1) from
 the fitted k* ~ n^a (E_under ~ sum_(k > k*) s_k^2) and with the noise-limited
@@ -34,7 +37,7 @@ decomposition, the k* staircase).
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    sc = sub.add_parser("scaling", parents=[problem], formatter_class=HelpFormatter,
+    sc = sub.add_parser("scaling", epilog=epilog('scaling'), parents=[problem], formatter_class=HelpFormatter,
                         help="power-law target: e_test over decades of n, k* staircase, "
                              "decomposition, fitted vs predicted exponent",
                         description=SCALING_DESCRIPTION)

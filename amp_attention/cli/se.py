@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
                      add_mc_group, check_min_int, check_positive_finite, closed_form, dumps, fmt,
                      mc_options, one_line, prepare_path, print_params, problem_from_args,
@@ -59,7 +60,7 @@ SE_FIELD_HELP = {
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    se = sub.add_parser("se", parents=[problem], formatter_class=HelpFormatter,
+    se = sub.add_parser("se", epilog=epilog('se'), parents=[problem], formatter_class=HelpFormatter,
                         help="state-evolution fixed point of one problem",
                         description=SE_DESCRIPTION)
     g = se.add_argument_group("solver")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..files import atomic_write_text
 from ..progress import progress_bar as _progress
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, add_allow_large,
                      add_execution_flags, add_mc_group, check_execution, check_size, dumps,
                      execution, flag_error, mc_options, prepare_path, problem_from_args,
@@ -17,7 +18,8 @@ from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, ad
 
 
 SPECTRUM_DESCRIPTION = f"""\
-Predicted spectra of the learned weights (THEORY 5): the eigenvalue density of
+Predicted spectra of the learned weights (docs/theory.md "Spectra of the learned weights"): the
+eigenvalue density of
 Shat (continuous part plus the atom at 0) and the density of the normalised
 singular values sigma/(p d)^(1/4) of W, from the SE fixed point.  Writes
 OUT/spectrum.csv (x, density_S, sigma, density_W; header comment with the
@@ -33,7 +35,7 @@ OUT/spectrum.png (histograms at the largest d; distance vs d).
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    sp = sub.add_parser("spectrum", parents=[problem], formatter_class=HelpFormatter,
+    sp = sub.add_parser("spectrum", epilog=epilog('spectrum'), parents=[problem], formatter_class=HelpFormatter,
                         help="predicted spectra of Shat and W; --simulate overlays Adam-trained ones",
                         description=SPECTRUM_DESCRIPTION)
     g = sp.add_argument_group("simulation")

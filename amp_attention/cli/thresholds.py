@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..files import atomic_write_csv, atomic_write_text
+from .examples import epilog
 from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, add_execution_flags, check_execution,
                      dumps, execution, fmt, one_line, prepare_path, print_params,
                      problem_from_args, refuse_given)
@@ -34,7 +35,7 @@ or --noise-grid the thresholds are tabulated along that grid (CSV and PNG in
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    t = sub.add_parser("thresholds", parents=[problem], formatter_class=HelpFormatter,
+    t = sub.add_parser("thresholds", epilog=epilog('thresholds'), parents=[problem], formatter_class=HelpFormatter,
                        help="interpolation and perfect-recovery thresholds (lam -> 0+)",
                        description=THRESHOLDS_DESCRIPTION)
     g = t.add_argument_group("curves")

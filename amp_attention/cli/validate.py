@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..progress import progress_bar as _progress
+from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, add_allow_large,
                      add_execution_flags, add_mc_group, check_execution, check_size, execution,
                      flag_error, mc_options, prepare_path, problem_from_args)
@@ -27,7 +28,7 @@ error vs 1/d).
 
 
 def add_parser(sub, problem: argparse.ArgumentParser) -> None:
-    v = sub.add_parser("validate", parents=[problem], formatter_class=HelpFormatter,
+    v = sub.add_parser("validate", epilog=epilog('validate'), parents=[problem], formatter_class=HelpFormatter,
                        help="SE vs Adam-trained layers over alpha, d, seeds (resumable)",
                        description=VALIDATE_DESCRIPTION)
     g = v.add_argument_group("sweep")

@@ -1,4 +1,4 @@
-"""GAMP on one finite-d data set beside the state evolution (THEORY 11; docs/theory.md).
+"""GAMP on one finite-d data set beside the state evolution (docs/theory.md "GAMP on data").
 
 GAMP's overlaps (m_t, q_t, V_t) from the start (0, 0, V0) follow the undamped SE
 trajectory from the same start, and its fixed point is an ERM stationary point

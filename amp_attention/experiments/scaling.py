@@ -1,5 +1,5 @@
 """Power-law targets along log alpha: the SE points, the error decomposition and the
-fitted exponents (THEORY 8 and 13; ``amp-attention scaling``)."""
+fitted exponents (docs/theory.md "Power-law targets"; ``amp-attention scaling``)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,8 @@ def fit_scaling(rows: list[dict], gamma: float, e0: float | None) -> ScalingFits
         except ValueError as exc:
             errors.append(f"e_test fit: {exc}")
         try:
-            # the k*-prediction is a statement about E_under (THEORY 8), fitted on its own
+            # the k*-prediction is a statement about E_under
+            # (docs/theory.md "Power-law targets"), fitted on its own
             E_under = fit_power_law(n, [r["decomposition"]["under"] for r in ok], 0.0)
         except ValueError as exc:
             errors.append(f"E_under fit: {exc}")

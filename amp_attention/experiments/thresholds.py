@@ -1,5 +1,5 @@
 """Interpolation and perfect-recovery thresholds of a problem, alone or along a grid
-(THEORY 6; ``amp-attention thresholds``)."""
+(docs/theory.md "Thresholds"; ``amp-attention thresholds``)."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ The command line is ``amp-attention heads`` (:mod:`amp_attention.cli.heads`).
 
 from .allocation import (AllocationCheck, AllocationResult, allocation_check, allocation_sweep,
                          budget_heads, divisors, law_dk_star)
-from .diversity import (NORMALISATIONS, as_head_stack, cross_grams, head_diversity_index,
-                        orthonormal_heads, pairwise_overlaps, pairwise_principal_angles,
+from .diversity import (LAYOUTS, NORMALISATIONS, as_head_stack, cross_grams,
+                        head_diversity_index, load_key_array, orthonormal_heads, pairwise_overlaps, pairwise_principal_angles,
                         principal_angles)
 from .ensemble import (HeadPredictions, MSEDecomposition, RotationPoint, WeightingComparison,
                        average_decompositions, compare_weightings, decompose_ensemble_mse,
@@ -33,12 +33,13 @@ from .weights import (WEIGHTINGS, fibonacci_weights, geometric_weights, head_wei
                       rank_heads, uniform_weights)
 
 __all__ = [
-    "AllocationCheck", "AllocationResult", "HeadPredictions", "KERNELS", "MSEDecomposition", "NORMALISATIONS",
+    "AllocationCheck", "AllocationResult", "HeadPredictions", "KERNELS", "LAYOUTS",
+    "MSEDecomposition", "NORMALISATIONS",
     "NWKernel", "NWTask", "RotationPoint", "WEIGHTINGS", "WeightingComparison",
     "allocation_check", "allocation_sweep", "as_head_stack", "average_decompositions",
     "budget_heads", "compare_weightings", "cross_grams", "decompose_ensemble_mse", "divisors",
     "fibonacci_weights", "geometric_weights", "head_diversity_index", "head_weights",
-    "law_dk_star", "nw_predict", "nw_predict_heads", "nw_weights", "orthonormal_heads",
+    "law_dk_star", "load_key_array", "nw_predict", "nw_predict_heads", "nw_weights", "orthonormal_heads",
     "pairwise_overlaps", "pairwise_principal_angles", "principal_angles", "random_heads",
     "rank_heads", "rotation_heads", "rotation_sweep", "simulate_heads", "uniform_weights",
 ]

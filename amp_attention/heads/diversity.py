@@ -34,6 +34,7 @@ every W_K^h is <= d_k^{1/4}.
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 import numpy as np
@@ -42,43 +43,149 @@ NORMALISATIONS = ("orthonormal", "none")
 Normalisation = Literal["orthonormal", "none"]
 
 
-def as_head_stack(W: object, heads: int | None = None) -> np.ndarray:
+#: how a 2-d or 3-d array holds the key matrices of H heads of width d_k
+#:   stack    (H, d_model, d_k): head h is W[h]
+#:   columns  (d_model, H d_k): W_K = [W_K^1, ..., W_K^H], columns h d_k..(h+1) d_k - 1
+#:            are head h (x^T W_K, the convention of the papers and of Keras/JAX kernels)
+#:   rows     (H d_k, d_model): rows h d_k..(h+1) d_k - 1 are head h; the weight of a
+#:            PyTorch nn.Linear(d_model, H d_k) (out_features x in_features)
+LAYOUTS = ("stack", "columns", "rows")
+
+
+def as_head_stack(W: object, heads: int | None = None, *, layout: str | None = None,
+                  d_k: int | None = None) -> np.ndarray:
     """Return the key matrices as a float array of shape (H, d_model, d_k).
 
-    ``W`` is either an array (H, d_model, d_k) (then ``heads`` must be None or
-    equal H) or a stacked key matrix W_K = [W_K^1, ..., W_K^H] of shape
-    (d_model, H d_k) together with ``heads = H``: columns h d_k ... (h+1) d_k - 1
-    belong to head h, the usual concatenation of per-head projections.
+    ``layout`` (one of :data:`LAYOUTS`) says how ``W`` holds them; it may be omitted
+    only for a 3-d array (then "stack").  A 2-d array is ambiguous by its shape
+    alone -- a (768, 768) matrix is a valid "columns" and a valid "rows" input with
+    different heads -- so its layout must be given, with ``heads`` = H or ``d_k``
+    (each checked against the other when both are given).  A 2-d shape (3 m, m) as
+    "rows" or (m, 3 m) as "columns" is refused: it is that of
+    ``nn.MultiheadAttention.in_proj_weight`` (or its transpose), which stacks
+    W_q, W_k, W_v; pass its key block ``in_proj_weight[m:2 m]`` (docs/heads.md).
     """
-    arr = np.asarray(W, dtype=float)
-    if heads is not None:
-        if isinstance(heads, bool) or not isinstance(heads, (int, np.integer)) or heads < 1:
-            raise ValueError(f"heads must be an integer >= 1, got {heads!r}")
-        heads = int(heads)
-    if arr.ndim == 3:
+    arr = np.asarray(W)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"W must be a real numeric array, got dtype {arr.dtype}")
+    arr = arr.astype(float, copy=False)
+    heads = _optional_count("heads", heads)
+    d_k = _optional_count("d_k", d_k)
+    if layout is None:
+        if arr.ndim != 3:
+            raise ValueError(
+                f"layout is required for a {arr.ndim}-d array of shape {arr.shape}: the shape "
+                "alone does not say which axis holds the heads; give layout='columns' "
+                "(d_model, H d_k) or 'rows' (H d_k, d_model), e.g. a PyTorch nn.Linear "
+                "weight) with heads = H or d_k")
+        layout = "stack"
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    if layout == "stack":
+        if arr.ndim != 3:
+            raise ValueError(f"layout 'stack' needs a 3-d array (H, d_model, d_k), got shape "
+                             f"{arr.shape}")
         if heads is not None and heads != arr.shape[0]:
-            raise ValueError(f"heads must equal W.shape[0] = {arr.shape[0]} for a 3-d array "
+            raise ValueError(f"heads must equal W.shape[0] = {arr.shape[0]} for a stack "
                              f"(H, d_model, d_k), got {heads}")
+        if d_k is not None and d_k != arr.shape[2]:
+            raise ValueError(f"d_k must equal W.shape[2] = {arr.shape[2]} for a stack "
+                             f"(H, d_model, d_k), got {d_k}")
         stack = arr
-    elif arr.ndim == 2:
+    else:
+        if arr.ndim != 2:
+            raise ValueError(f"layout {layout!r} needs a 2-d array, got shape {arr.shape}")
+        cols = arr if layout == "columns" else arr.T  # (d_model, H d_k)
+        d_model, total = cols.shape
+        if total == 3 * d_model:
+            raise ValueError(
+                f"W: a {layout!r} matrix of shape {arr.shape} has H d_k = 3 d_model = {total}, "
+                "the shape of nn.MultiheadAttention.in_proj_weight (W_q, W_k, W_v stacked"
+                f"{'' if layout == 'rows' else ', transposed'}); pass its key block "
+                f"in_proj_weight[{d_model}:{2 * d_model}] (docs/heads.md), or a 3-d stack if "
+                "your key matrix really is this wide")
+        if heads is None and d_k is None:
+            raise ValueError(f"heads (H) or d_k is required for a {layout!r} matrix of shape "
+                             f"{arr.shape}")
         if heads is None:
-            raise ValueError("heads is required for a stacked key matrix W of shape "
-                             "(d_model, H*d_k): give heads = H >= 1")
-        d_model, total = arr.shape
+            heads = total // d_k if total % d_k == 0 else 0
+            if heads == 0:
+                raise ValueError(f"d_k must divide H d_k = {total} (the "
+                                 f"{'columns' if layout == 'columns' else 'rows'} of W), "
+                                 f"got d_k = {d_k}")
         if total % heads != 0:
-            raise ValueError(f"heads must divide the number of columns of W ({total}); "
-                             f"got heads = {heads}")
+            raise ValueError(f"heads must divide H d_k = {total} (the "
+                             f"{'columns' if layout == 'columns' else 'rows'} of W), got "
+                             f"heads = {heads}")
+        if d_k is not None and heads * d_k != total:
+            raise ValueError(f"heads x d_k = {heads} x {d_k} must equal H d_k = {total} (the "
+                             f"{'columns' if layout == 'columns' else 'rows'} of W)")
         d_k = total // heads
         # column block h -> head h: (d_model, H, d_k) -> (H, d_model, d_k)
-        stack = arr.reshape(d_model, heads, d_k).transpose(1, 0, 2)
-    else:
-        raise ValueError(f"W must be a 3-d array (H, d_model, d_k) or a 2-d stacked matrix "
-                         f"(d_model, H*d_k); got an array with {arr.ndim} dimension(s)")
+        stack = cols.reshape(d_model, heads, d_k).transpose(1, 0, 2)
     if min(stack.shape) < 1:
         raise ValueError(f"W must have H, d_model, d_k >= 1; got shape {stack.shape}")
     if not np.all(np.isfinite(stack)):
         raise ValueError("W must contain only finite numbers (found NaN or inf)")
     return np.ascontiguousarray(stack)
+
+
+def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
+    """A numeric array from a .npy file, or from a .npz archive (``key``: which array;
+    may be omitted when the archive holds one).
+
+    Never unpickles: a pickle, a .pt/.pth checkpoint or an object array is refused
+    with a ValueError that says how to save the weights instead.  The file type is
+    read from its first bytes, not from its name.
+    """
+    how = ("save the key weights as a numeric array, e.g. "
+           "numpy.save('wk.npy', layer.weight.detach().cpu().numpy()) (docs/heads.md)")
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(6)
+    except OSError as exc:
+        raise ValueError(f"W: cannot open {str(path)!r}: {exc.strerror}") from None
+    try:
+        if magic == b"\x93NUMPY":
+            if key is not None:
+                raise ValueError(f"W: {str(path)!r} is a .npy file (one array); key applies "
+                                 "only to a .npz archive")
+            arr = np.load(path, allow_pickle=False)
+        elif magic[:4] == b"PK\x03\x04":
+            with np.load(path, allow_pickle=False) as archive:
+                names = list(archive.files)
+                if key is None and len(names) != 1:
+                    raise ValueError(f"W: {str(path)!r} is a .npz archive of {len(names)} "
+                                     f"arrays ({', '.join(names)}); choose one with key")
+                name = names[0] if key is None else key
+                if name not in names:
+                    raise ValueError(f"W: {str(path)!r} has no array {name!r}; it holds "
+                                     f"{', '.join(names)}")
+                arr = archive[name]
+        else:
+            raise ValueError(f"W: {str(path)!r} is not a .npy or .npz file (no NumPy header); "
+                             f"pickles and torch checkpoints are never loaded: {how}")
+    except ValueError as exc:
+        if str(exc).startswith("W: "):
+            raise
+        # NumPy's own message for an object array invites allow_pickle=True: not ours
+        raise ValueError(f"W: {str(path)!r} holds an array that cannot be read without "
+                         f"unpickling (an object array, or a damaged file); {how}") from None
+    except (OSError, EOFError) as exc:
+        raise ValueError(f"W: cannot read {str(path)!r} as a NumPy array ({exc}); "
+                         f"{how}") from None
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"W: {str(path)!r} holds an array of dtype {arr.dtype}, not real "
+                         f"numbers; {how}")
+    return arr
+
+
+def _optional_count(name: str, value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
 
 
 def _orthonormal_basis(A: np.ndarray, what: str) -> np.ndarray:
@@ -96,12 +203,13 @@ def _orthonormal_basis(A: np.ndarray, what: str) -> np.ndarray:
     return U
 
 
-def orthonormal_heads(W: object, heads: int | None = None) -> np.ndarray:
+def orthonormal_heads(W: object, heads: int | None = None, *,
+                      layout: str | None = None) -> np.ndarray:
     """Orthonormal bases Q_h of Range(W_K^h), shape (H, d_model, d_k).
 
     Raises ValueError naming the first rank-deficient head.
     """
-    stack = as_head_stack(W, heads)
+    stack = as_head_stack(W, heads, layout=layout)
     H, d_model, d_k = stack.shape
     if d_k > d_model:
         raise ValueError(f"W: d_k = {d_k} exceeds d_model = {d_model}; a head's key matrix "
@@ -110,7 +218,8 @@ def orthonormal_heads(W: object, heads: int | None = None) -> np.ndarray:
 
 
 def cross_grams(W: object, heads: int | None = None, *,
-                normalise: Normalisation = "orthonormal") -> np.ndarray:
+                normalise: Normalisation = "orthonormal",
+                layout: str | None = None) -> np.ndarray:
     """All cross-Grams G_hh', shape (H, H, d_k, d_k).
 
     ``normalise="none"``: G_hh' = (W_K^h)^T W_K^{h'} / d_k (the issue's formula);
@@ -121,35 +230,38 @@ def cross_grams(W: object, heads: int | None = None, *,
         raise ValueError(f"normalise must be one of {', '.join(NORMALISATIONS)}; "
                          f"got {normalise!r}")
     if normalise == "orthonormal":
-        B = orthonormal_heads(W, heads)
+        B = orthonormal_heads(W, heads, layout=layout)
         scale = np.sqrt(B.shape[2])
     else:
-        B = as_head_stack(W, heads)
+        B = as_head_stack(W, heads, layout=layout)
         scale = float(B.shape[2])
     return np.einsum("hai,gaj->hgij", B, B) / scale
 
 
 def pairwise_overlaps(W: object, heads: int | None = None, *,
-                      normalise: Normalisation = "orthonormal") -> np.ndarray:
+                      normalise: Normalisation = "orthonormal",
+                      layout: str | None = None) -> np.ndarray:
     """The (H, H) matrix O_hh' = ||G_hh'||_F^2 (diagonal included).
 
     With the default normalisation O_hh' = (1/d_k) sum_i cos^2 theta_i(h, h')
     in [0, 1], and O_hh = 1.
     """
-    G = cross_grams(W, heads, normalise=normalise)
+    G = cross_grams(W, heads, normalise=normalise, layout=layout)
     return np.einsum("hgij,hgij->hg", G, G)
 
 
 def head_diversity_index(W: object, heads: int | None = None, *,
-                         normalise: Normalisation = "orthonormal") -> float:
+                         normalise: Normalisation = "orthonormal",
+                         layout: str | None = None) -> float:
     """HDI = 1 - 2/(H(H-1)) sum_{h<h'} ||G_hh'||_F^2 (see the module docstring).
 
-    ``W``: (H, d_model, d_k), or (d_model, H d_k) with ``heads = H``; H >= 2.
+    ``W``: (H, d_model, d_k), or a 2-d matrix with its ``layout`` ("columns",
+    "rows") and ``heads = H`` (:func:`as_head_stack`); H >= 2.
     Default ``normalise="orthonormal"`` (G_hh' = Q_h^T Q_h'/sqrt(d_k)) gives a
     value in [0, 1]: 1 for mutually orthogonal head subspaces, 0 for identical
     ones.  ``normalise="none"`` uses G_hh' = (W_K^h)^T W_K^{h'} / d_k literally.
     """
-    stack = as_head_stack(W, heads)
+    stack = as_head_stack(W, heads, layout=layout)
     if stack.shape[0] < 2:
         raise ValueError(f"W: the HDI needs H >= 2 heads (it averages over pairs), "
                          f"got H = {stack.shape[0]}")
@@ -195,9 +307,10 @@ def principal_angles(A: object, B: object) -> np.ndarray:
     return theta
 
 
-def pairwise_principal_angles(W: object, heads: int | None = None) -> np.ndarray:
+def pairwise_principal_angles(W: object, heads: int | None = None, *,
+                              layout: str | None = None) -> np.ndarray:
     """Principal angles for every pair of heads, shape (H, H, d_k), ascending in the last axis."""
-    stack = orthonormal_heads(W, heads)  # validates rank with the head's index in the message
+    stack = orthonormal_heads(W, heads, layout=layout)  # validates rank with the head's index in the message
     H = stack.shape[0]
     out = np.zeros((H, H, stack.shape[2]))
     for h in range(H):

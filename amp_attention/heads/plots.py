@@ -60,26 +60,29 @@ def plot_rotation(curves: Mapping[str, Sequence[dict]], path: str | Path,
     return save_figure(fig, path, title)
 
 
-def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path,
-                    weighting: Mapping[str, Mapping[str, dict]] | None = None,
-                    title: str | None = None) -> Path:
-    """MSE vs H at fixed D = H d_k, one panel per configuration, one line per n.
+def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path, *,
+                    intrinsic_dim: int, replicates: Mapping[str, Sequence[Sequence[dict]]]
+                    | None = None, title: str | None = None) -> Path:
+    """MSE vs H at fixed D = H d_k (one panel per configuration, one line per n), then
+    the argmin d_k* against n with the law d_k* ~ (log n)^(2/(4+s)) overlaid.
 
-    ``panels[label]`` is a list of AllocationResult.to_dict(); error bars are
-    the paired standard errors of the difference from the argmin.  Optional
-    ``weighting[label][scheme]`` (MSEDecomposition.to_dict()) adds a bar panel
-    per configuration.
+    ``panels[label]`` is a list of AllocationResult.to_dict() (one per n); error
+    bars are the paired standard errors of the difference from the argmin, and the
+    MSE axes start at 0 (no truncated axis exaggerates a difference).
+    ``replicates[label]`` (default: ``[panels[label]]``) holds the same sweep for
+    several seeds: the last panel shows each seed's argmin d_k (a bar spans the d_k
+    within 2 paired SE of it), and the law through the geometric mean of the
+    argmins at the smallest n (the law has no constant).
     """
     path = Path(path)
-    extra = len(weighting) if weighting else 0
-    k = len(panels) + extra
-    fig, axes = plt.subplots(1, k, figsize=(4.3 * k, 3.7), squeeze=False)
+    k = len(panels)
+    fig, axes = plt.subplots(1, k + 1, figsize=(4.0 * (k + 1), 3.7), squeeze=False)
     for ax, (label, results) in zip(axes[0], panels.items()):
         for i, res in enumerate(results):
             Hs = [r["H"] for r in res["rows"]]
             ax.errorbar(Hs, [r["mse"] for r in res["rows"]],
                         yerr=[r["paired_stderr"] for r in res["rows"]], fmt="-o", ms=3,
-                        color=f"C{i}", label=f"n = {res['n']}")
+                        capsize=2, color=f"C{i}", label=f"n = {res['n']}")
             best = res["rows"][Hs.index(res["argmin_H"])]
             ax.plot([res["argmin_H"]], [best["mse"]], "*", ms=12, color=f"C{i}", mec="k")
         D = results[0]["D"]
@@ -87,24 +90,75 @@ def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path,
         ax.set_xscale("log")
         ax.set_xticks(Hs)
         ax.set_xticklabels([f"{h}\n({D // h})" for h in Hs], fontsize=7)
-        ax.set_xlabel(f"heads H (d_k = D/H), D = {D}")
+        ax.minorticks_off()
+        ax.set_xlabel(f"heads H (d_k = D/H in brackets), D = {D}")
         ax.set_ylabel("ensemble test MSE")
-        ax.set_title(f"allocation, {label} (star: argmin)", fontsize=9)
-        ax.legend(fontsize=7)
+        ax.set_ylim(bottom=0.0, top=1.08 * max(r["mse"] + r["paired_stderr"]
+                                                for res in results for r in res["rows"]))
+        ax.set_title(f"{label} (star: argmin; bars: paired SE)", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
         ax.grid(alpha=0.3)
-    if weighting:
-        for ax, (label, schemes) in zip(axes[0, len(panels):], weighting.items()):
-            names = list(schemes)
-            vals = [schemes[s]["mse"] for s in names]
-            errs = [schemes[s]["mse_stderr"] for s in names]
-            ax.bar(names, vals, yerr=errs, color=[f"C{i}" for i in range(len(names))], capsize=3)
-            lo = min(v - 4 * e for v, e in zip(vals, errs))
-            hi = max(v + 4 * e for v, e in zip(vals, errs))
-            pad = 0.15 * (hi - lo)
-            ax.set_ylim(lo - pad, hi + pad)
-            ax.set_ylabel("ensemble test MSE")
-            ax.set_title(f"weighting schemes, {label}", fontsize=9)
-            ax.grid(alpha=0.3, axis="y")
+    ax = axes[0, k]
+    replicates = replicates or {label: [results] for label, results in panels.items()}
+    ns_all: list[int] = []
+    for i, (label, reps) in enumerate(replicates.items()):
+        for j, sweeps in enumerate(reps):
+            ns = np.array([s["n"] for s in sweeps], dtype=float)
+            ns_all.extend(ns)
+            dodge = 1.0 + 0.06 * (j - (len(reps) - 1) / 2)
+            dk = np.array([s["argmin_dk"] for s in sweeps], dtype=float)
+            tied = [[s["D"] // h for h in s["tied_H"]] or [s["argmin_dk"]] for s in sweeps]
+            lo = dk - np.array([min(t) for t in tied])
+            hi = np.array([max(t) for t in tied]) - dk
+            ax.errorbar(ns * dodge, dk, yerr=[lo, hi], fmt="o-", ms=4, lw=0.8, capsize=2,
+                        color=f"C{i}", alpha=0.85,
+                        label=f"{label}: argmin, {len(reps)} seed{'s' * (len(reps) > 1)}"
+                        if j == 0 else None)
+        first = [sweeps[0]["argmin_dk"] for sweeps in reps]
+        anchor = float(np.exp(np.mean(np.log(first))))
+        n0 = min(s["n"] for s in reps[0])
+        grid = np.geomspace(n0, max(s["n"] for s in reps[0]), 50)
+        law = anchor * (np.log(grid) / np.log(n0)) ** (2.0 / (4.0 + intrinsic_dim))
+        ax.plot(grid, law, "--", color=f"C{i}", lw=1.5,
+                label=f"{label}: law (log n)$^{{2/(4+s)}}$, x{law[-1] / law[0]:.3f}")
+    D = next(iter(panels.values()))[0]["D"]
+    divisors = [q for q in range(1, D + 1) if D % q == 0]
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_yticks(divisors)
+    ax.set_yticklabels([str(q) for q in divisors])
+    ax.minorticks_off()
+    ax.set_ylim(0.8, 1.25 * D)
+    ns_unique = sorted(set(int(n) for n in ns_all))
+    ax.set_xticks(ns_unique)
+    ax.set_xticklabels([str(n) for n in ns_unique])
+    ax.set_xlim(ns_unique[0] / 1.4, ns_unique[-1] * 1.4)
+    ax.set_xlabel("training points n")
+    ax.set_ylabel("best head width d_k* (bars: within 2 paired SE)")
+    ax.set_title(f"d_k* vs n, s = {intrinsic_dim} (law anchored at the first n)", fontsize=9)
+    ax.legend(fontsize=6.5, loc="upper left")
+    ax.grid(alpha=0.3)
+    return save_figure(fig, path, title)
+
+
+def plot_weighting_schemes(weighting: Mapping[str, Mapping[str, dict]], path: str | Path,
+                           title: str | None = None) -> Path:
+    """Bars of the ensemble MSE per weighting scheme, one panel per configuration
+    (``weighting[label][scheme]`` = MSEDecomposition.to_dict()); axes start at 0."""
+    path = Path(path)
+    fig, axes = plt.subplots(1, len(weighting), figsize=(4.0 * len(weighting), 3.5),
+                             squeeze=False)
+    for ax, (label, schemes) in zip(axes[0], weighting.items()):
+        names = list(schemes)
+        vals = [schemes[s]["mse"] for s in names]
+        errs = [schemes[s]["mse_stderr"] for s in names]
+        ax.bar(names, vals, yerr=errs, color=[f"C{i}" for i in range(len(names))], capsize=3)
+        for x, (v, e) in enumerate(zip(vals, errs)):
+            ax.text(x, v + e, f"{v:.3f}", ha="center", va="bottom", fontsize=7)
+        ax.set_ylim(0.0, 1.15 * max(v + e for v, e in zip(vals, errs)))
+        ax.set_ylabel("ensemble test MSE (bars: SE)")
+        ax.set_title(f"weighting schemes, {label}", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
     return save_figure(fig, path, title)
 
 
