@@ -39,6 +39,7 @@ def plot_se_curve(
     erm: Mapping[str, object] | None = None,
     converged: Sequence[bool] | None = None,
     title: str | None = None,
+    note: str | None = None,
 ) -> Path:
     """One panel per field: SE prediction vs alpha = n/d^2, optional ERM points.
 
@@ -46,7 +47,8 @@ def plot_se_curve(
     ``{"alpha": [...], "mean": {field: [...]}, "stderr": {field: [...]},
     "label": str}``; its points are drawn with error bars of one standard
     error. ``converged`` (optional, one flag per alpha) marks SE points that did
-    not converge with red crosses.
+    not converge with red crosses.  One legend for all panels sits below them,
+    with ``note`` (a caption line) under it.
     """
     path = Path(path)
     a = np.asarray(alphas, dtype=float)
@@ -66,9 +68,20 @@ def plot_se_curve(
                         label=str(erm.get("label", "direct ERM")))
         ax.set_xlabel(r"$\alpha = n/d^2$")
         ax.set_ylabel(LABELS.get(name, name))
+        ax.set_ylim(bottom=0.0)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    return save_figure(fig, path, title)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    bottom = 0.11 + (0.06 if note else 0.0)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=8,
+               bbox_to_anchor=(0.5, bottom - 0.1))
+    if note:
+        fig.text(0.5, 0.015, note, ha="center", va="bottom", fontsize=7.5, wrap=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def plot_spectrum(

@@ -233,11 +233,11 @@ def test_quickstart_no_erm_writes_three_files(capsys, tmp_path: Path) -> None:
         assert (out_dir / name).stat().st_size > 0, name
     data = json.loads((out_dir / "quickstart.json").read_text())
     assert data["params"]["problem"]["noise"] == 0.5
-    assert len(data["params"]["problem"]["alpha"]) == 12 and data["params"]["erm"] is None
-    assert len(data["se"]) == 12 and all(r["converged"] for r in data["se"])
+    assert len(data["params"]["problem"]["alpha"]) == 57 and data["params"]["erm"] is None
+    assert len(data["se"]) == 57 and all(r["converged"] for r in data["se"])
     with open(out_dir / "quickstart.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 12
+    assert len(rows) == 57
     assert float(rows[0]["alpha"]) == pytest.approx(0.1)
     assert float(rows[-1]["alpha"]) == pytest.approx(1.5)
     assert "test_error" in out and "matrix_mse" in out
@@ -594,3 +594,31 @@ def test_ctrl_c_promises_a_resume_only_where_there_is_one(capsys, monkeypatch) -
     assert code == 130 and "nothing was saved" in err and "resume" not in err
     code, _, err = run(capsys, "validate")
     assert code == 130 and "rerun the same command to resume" in err
+
+
+def test_quickstart_figure_is_ready_for_a_paper(monkeypatch, tmp_path: Path) -> None:
+    """Issue 16 item 9: a smooth SE curve (was 12 points with kinks), symbols on every
+    axis, one legend for all panels (was in the first panel only), axes from 0, and the
+    caption that explains the ERM-SE gap near the interpolation threshold."""
+    import matplotlib.pyplot as plt
+
+    from amp_attention import plotting
+    from amp_attention.cli.quickstart import QUICKSTART_NOTE
+    from amp_attention.experiments.quickstart import QuickstartConfig
+
+    c = QuickstartConfig()
+    assert len(c.alphas) >= 50 and set(c.erm_alphas) <= set(c.alphas)
+    figures = []
+    monkeypatch.setattr(plt, "close", lambda fig: figures.append(fig))
+    a = np.linspace(0.1, 1.5, 57)
+    fields = ("test_error", "train_error", "matrix_mse")
+    erm = {"alpha": [0.35, 1.5], "mean": {f: [1.0, 0.2] for f in fields},
+           "stderr": {f: [0.1, 0.01] for f in fields}, "label": "direct ERM, d = 48"}
+    plotting.plot_se_curve(a, {f: 1 / a for f in fields}, tmp_path / "q.png", fields=fields,
+                           erm=erm, title="t", note=QUICKSTART_NOTE)
+    fig = figures[-1]
+    for ax in fig.axes:
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_legend() is None
+        assert ax.get_ylim()[0] == 0.0
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 2
+    assert any("finite-size" in t.get_text() for t in fig.texts)
