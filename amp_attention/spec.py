@@ -41,6 +41,26 @@ NOISE_MAX = 1e12
 #: largest number of tokens L a Task accepts: the channels hold O(L^2) arrays (and the
 #: theory is that of L fixed as d -> infinity)
 L_MAX = 4096
+#: largest softmax inverse temperature a Task accepts
+BETA_MAX = 1e3
+#: allowed width ratios kappa = p/d and kappa0 = p0/d (beyond, the Marchenko-Pastur
+#: functionals under- or overflow)
+WIDTH_RANGE = (1e-6, 1e6)
+#: allowed nonzero weight decays
+LAM_RANGE = (1e-12, 1e6)
+
+
+def check_width(name: str, value: object) -> float:
+    """A width ratio (kappa, kappa0) in WIDTH_RANGE."""
+    try:
+        x = check_positive(name, value)
+    except ValueError:
+        x = math.nan
+    if not WIDTH_RANGE[0] <= x <= WIDTH_RANGE[1]:
+        raise ValueError(f"{name} must lie in [{WIDTH_RANGE[0]:g}, {WIDTH_RANGE[1]:g}] "
+                         f"(beyond, the Marchenko-Pastur functionals under- or overflow), "
+                         f"got {value!r}")
+    return x
 
 
 @dataclass(frozen=True)
@@ -73,6 +93,10 @@ class Task:
             raise ValueError(f"L must lie in [1, {L_MAX}] (channels hold arrays over the "
                              f"K = L(L+1)/2 token pairs), got {self.L}")
         object.__setattr__(self, "beta", check_positive("beta", self.beta))
+        if self.beta > BETA_MAX:
+            raise ValueError(f"beta must lie in (0, {BETA_MAX:g}] (beta h_ab with h = O(1): "
+                             f"beyond, the softmax is a hard max and its integrals overflow), "
+                             f"got {self.beta!r}")
         noise = check_nonnegative("noise", self.noise)
         if noise > NOISE_MAX:
             raise ValueError(f"noise must lie in [0, {NOISE_MAX:g}] (a label-noise variance; "
@@ -142,7 +166,7 @@ class WishartTarget(_WishartBulk):
     kind: Literal["wishart"] = field(default="wishart", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa0", check_positive("kappa0", self.kappa0))
+        object.__setattr__(self, "kappa0", check_width("kappa0", self.kappa0))
 
 
 @dataclass(frozen=True)
@@ -162,7 +186,7 @@ class SpikedTarget(_WishartBulk):
     kind: Literal["spiked"] = field(default="spiked", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa0", check_positive("kappa0", self.kappa0))
+        object.__setattr__(self, "kappa0", check_width("kappa0", self.kappa0))
         sp = tuple(float(v) for v in np.atleast_1d(np.asarray(self.spikes, dtype=float)))
         if not sp or any(not (math.isfinite(v) and v > 0) for v in sp):
             raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
@@ -292,8 +316,12 @@ class Learner:
     parameterisation: str = "factorised"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kappa", check_positive("kappa", self.kappa))
-        object.__setattr__(self, "lam", check_nonnegative("lam", self.lam))
+        object.__setattr__(self, "kappa", check_width("kappa", self.kappa))
+        lam = check_nonnegative("lam", self.lam)
+        if lam != 0.0 and not LAM_RANGE[0] <= lam <= LAM_RANGE[1]:
+            raise ValueError(f"lam must be 0 or lie in [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}] "
+                             f"(beyond, the conjugates under- or overflow), got {self.lam!r}")
+        object.__setattr__(self, "lam", lam)
         object.__setattr__(
             self,
             "parameterisation",

@@ -175,7 +175,7 @@ def main() -> None:
                            FIG / "heads_weighting.png",
                            title=f"weighting schemes: H = {WEIGHT['H']} Haar-random heads, "
                                  f"d_k = {WEIGHT['d_k']}, d_model = {WEIGHT['d_model']}, "
-                                 f"n = {WEIGHT['n']}, ranked on {WEIGHT['n_val']} validation "
+                                 f"n = {WEIGHT['n']},\nranked on {WEIGHT['n_val']} validation "
                                  f"points; {WEIGHT['targets']} targets x {WEIGHT['draws']} draws")
     record["seconds"] = time.perf_counter() - t0
     (FIG / "heads.json").write_text(json.dumps(_plain(record), indent=1, allow_nan=False) + "\n")

@@ -171,6 +171,12 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
         raise ValueError(f"the SE did not converge (status {result.summary!r}); no decomposition")
     m, q = result.m, result.q
     Q0 = target_measure(problem.target).moment(2)
+    if q <= 0.0:
+        # Shat = 0 (a weight decay large enough to kill every mode): nothing is learnt,
+        # the whole error Q0 is underfitting and the rescaling c* = m/q is void
+        closed_form = StateEvolution(problem, mc).mc is None
+        return ErrorDecomposition(0.0, Q0, 0.0, 0.0, Q0 - 2.0 * m + q, 0, 0.0,
+                                  None if closed_form else 0.0)
     c = m / q
     w = _mode_weight(problem)
     if outliers is None:

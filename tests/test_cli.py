@@ -150,7 +150,7 @@ def test_bad_input_one_line_exit_2(capsys, argv: list[str], flag: str) -> None:
 
 def test_bad_input_message_states_range(capsys) -> None:
     _, _, err = run(capsys, "se", "--kappa", "-1")
-    assert_one_line_error(err, "kappa", "(0, inf)")
+    assert_one_line_error(err, "kappa", "[1e-06, 1e+06]")
     _, _, err = run(capsys, "se", "--noise", "nan")
     assert_one_line_error(err, "noise", "[0, 1e+12]")
 

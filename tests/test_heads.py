@@ -613,3 +613,14 @@ def test_literal_hdi_of_gaussian_heads_has_expectation_one_minus_d_model() -> No
                   for _ in range(4000)])
     se = v.std(ddof=1) / np.sqrt(v.size)
     assert abs(v.mean() - (1 - d_model)) < 4 * se, (v.mean(), se)
+
+
+def test_rotation_sweep_reports_paired_errors() -> None:
+    """The MSE-vs-HDI error bars are paired over the shared draws: zero at the first t,
+    and below the unpaired error of the difference (common random numbers)."""
+    task = NWTask(d_model=6, n=60, m=40, sigma=1.0, intrinsic_dim=2, n_val=0, seed=0)
+    pts = rotation_sweep(task, 2, 2, [0.0, 0.5, 1.0], draws=12, seed=0)
+    assert pts[0].paired_stderr == 0.0
+    for p in pts[1:]:
+        unpaired = np.hypot(p.decomposition.mse_stderr, pts[0].decomposition.mse_stderr)
+        assert 0.0 < p.paired_stderr < unpaired

@@ -66,10 +66,10 @@ PROBLEM_FLAGS = {"alpha": "--alpha"}
 
 
 RANGES = {
-    "--L": "integers in [1, 4096]", "--beta": "(0, inf)", "--noise": "[0, 1e+12]",
-    "--kappa0": "(0, inf)", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
-    "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "(0, inf)",
-    "--lam": "[0, inf)", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
+    "--L": "integers in [1, 4096]", "--beta": "(0, 1000]", "--noise": "[0, 1e+12]",
+    "--kappa0": "[1e-06, 1e+06]", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
+    "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "[1e-06, 1e+06]",
+    "--lam": "0 or [1e-12, 1e+06]", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
     "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
 }
 
@@ -362,14 +362,22 @@ def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
     if getattr(args, "allow_large", False):
         return
     alpha = max(alphas) if alphas else problem.alpha
+    alpha_flag = "--alphas" if alphas else "--alpha"
+    kappa = getattr(problem.learner, "kappa", 0.0) if problem.learner.parameterisation == \
+        "factorised" else 0.0
+    kappa0 = getattr(problem.target, "kappa0", 0.0)
     for d in sorted(ds, reverse=True):
         n = n_samples(alpha, d)
-        why = memory_shortfall(finite_d_memory(n, problem.task.L, d))
+        p, p0 = math.ceil(min(kappa, 1e15) * d), math.ceil(min(kappa0, 1e15) * d)
+        why = memory_shortfall(finite_d_memory(n, problem.task.L, d, p, p0))
         if why:
-            lower = f"{flag}, --alpha or --L" if problem.task.L > 1 else f"{flag} or --alpha"
+            flags = [flag, alpha_flag] + (["--L"] if problem.task.L > 1 else []) \
+                + (["--kappa"] if kappa > 1 else []) + (["--kappa0"] if kappa0 > 1 else [])
+            lower = ", ".join(flags[:-1]) + " or " + flags[-1]
             raise CLIError(f"argument {flag}: d = {d} (n = {n} samples of L = "
-                           f"{problem.task.L} tokens) {why}; lower {lower}, or pass "
-                           "--allow-large")
+                           f"{problem.task.L} tokens, W of {p} x {d}"
+                           + (f", W0 of {p0} x {d}" if p0 else "")
+                           + f") {why}; lower {lower}, or pass --allow-large")
 
 
 def check_positive_finite(flag: str, value: float) -> None:

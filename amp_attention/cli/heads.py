@@ -319,7 +319,8 @@ def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None, *
     if why and not args.allow_large:
         raise ValueError(f"argument --d-model: d_model = {d_model} with H d_k = {heads_width}, "
                          f"n = {task.n}, m = {task.m}, --draws {args.draws} {why}; lower "
-                         f"--d-model, {width_flags}, --n or --m, or pass --allow-large")
+                         f"--d-model, {width_flags}, --n, --m"
+                         f"{', --n-val' if task.n_val else ''} or --draws, or pass --allow-large")
     return task, kernel
 
 
@@ -354,6 +355,8 @@ def _layout_error(exc: ValueError, shape: tuple) -> ValueError:
     msg = " ".join(str(exc).split())
     flag = {"layout": "--layout", "heads": "--heads", "d_k": "--dk", "W:": "FILE",
             "W": "FILE"}.get(msg.split(" ", 1)[0])
+    if msg.startswith("heads x d_k"):
+        flag = "--heads/--dk"
     if flag == "FILE" and msg.startswith("W: "):
         msg = msg[len("W: "):]
     return ValueError(f"argument {flag}: {msg}" if flag else msg)
@@ -481,6 +484,9 @@ def cmd_allocation(args: argparse.Namespace) -> int:
         raise ValueError(f"argument --d-model: must be an integer >= 1, got {args.d_model}")
     if args.D < 1:
         raise ValueError(f"argument --D: must be an integer >= 1, got {args.D}")
+    if any(n < 2 for n in args.n_values):
+        raise ValueError(f"argument --n-values: every n must be an integer >= 2, got "
+                         f"{min(args.n_values)}")
     d_model = args.D if args.d_model is None else args.d_model
     if args.D > d_model:
         raise ValueError(f"argument --D: the key budget D = H d_k must be <= --d-model = "

@@ -92,6 +92,16 @@ def run(args: argparse.Namespace) -> int:
         lams = grid(args.lam_range[0], args.lam_range[1], args.lam_range[2], args.lam_spacing)
     except ValueError as exc:
         raise CLIError(f"argument --lam-range: {one_line(str(exc))}") from None
+    from dataclasses import replace
+
+    for flag, values, make in (
+            ("--alpha-range", alphas, lambda v: replace(problem, alpha=float(v))),
+            ("--lam-range", lams, lambda v: replace(problem.learner, lam=float(v)))):
+        for v in (min(values), max(values)):
+            try:  # every grid point must be a valid problem before any is solved
+                make(v)
+            except ValueError as exc:
+                raise CLIError(f"argument {flag}: {one_line(str(exc))}") from None
     check_execution(args)
     _check_grid_size(args, problem, len(alphas) * len(lams))
     try:

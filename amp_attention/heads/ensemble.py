@@ -291,14 +291,19 @@ def rotation_heads(d_model: int, H: int, d_k: int, t: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class RotationPoint:
-    """One point of the rotation sweep: t, the HDI of the heads and the decomposition."""
+    """One point of the rotation sweep: ``t``, the ``hdi`` of the heads, the
+    ``decomposition`` of the ensemble's MSE, and ``paired_stderr``: the standard error
+    of MSE(t) - MSE(t_0) over the shared draws (t_0 the first t of the sweep; 0 there),
+    the error that decides whether the curve moves."""
 
     t: float
     hdi: float
     decomposition: MSEDecomposition
+    paired_stderr: float = 0.0
 
     def to_dict(self) -> dict:
-        return {"t": self.t, "hdi": self.hdi, **self.decomposition.to_dict()}
+        return {"t": self.t, "hdi": self.hdi, "paired_stderr": self.paired_stderr,
+                **self.decomposition.to_dict()}
 
 
 def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws: int,
@@ -332,8 +337,12 @@ def rotation_sweep(task: NWTask, H: int, d_k: int, ts: Sequence[float], *, draws
                      [(tk, W, w, draws, kernel, independent_heads, seed) for W in Ws for tk in tasks],
                      executor=executor, workers=workers, progress=lambda it, n: progress(it))
     K = len(tasks)
-    return [RotationPoint(t, head_diversity_index(W), average_decompositions(decs[i * K:(i + 1) * K]))
-            for i, (t, W) in enumerate(zip(ts, Ws))]
+    avg = [average_decompositions(decs[i * K:(i + 1) * K]) for i in range(len(ts))]
+    base = np.asarray(avg[0].draw_mse)
+    return [RotationPoint(t, head_diversity_index(W), a,
+                          float(np.std(np.asarray(a.draw_mse) - base, ddof=1)
+                                / np.sqrt(base.size)) if base.size > 1 else 0.0)
+            for t, W, a in zip(ts, Ws, avg)]
 
 
 def ensemble_decomposition(task: NWTask, heads: np.ndarray, weights: object, draws: int,

@@ -33,13 +33,15 @@ def plot_rotation(curves: Mapping[str, Sequence[dict]], path: str | Path,
     ax0 = axes[0, 0]
     for i, (label, rows) in enumerate(curves.items()):
         x = np.array([r["hdi"] for r in rows])
-        ax0.errorbar(x, [r["mse"] for r in rows], yerr=[r["mse_stderr"] for r in rows],
-                     fmt="-o", ms=3, color=f"C{i}", label=f"ensemble, {label}")
+        ax0.errorbar(x, [r["mse"] for r in rows],
+                     yerr=[r.get("paired_stderr", r["mse_stderr"]) for r in rows],
+                     fmt="-o", ms=3, capsize=2, color=f"C{i}", label=f"ensemble, {label}")
         ax0.plot(x, [np.mean(r["head_mse"]) for r in rows], "--", color=f"C{i}", lw=1,
                  label=f"mean single head, {label}")
     ax0.set_xlabel("head diversity index HDI")
     ax0.set_ylabel("test MSE vs clean target")
-    ax0.set_title("ensemble MSE vs HDI", fontsize=9)
+    ax0.set_ylim(bottom=0.0)
+    ax0.set_title("ensemble MSE vs HDI (bars: SE paired with HDI = 0)", fontsize=9)
     ax0.legend(fontsize=6.5)
     ax0.grid(alpha=0.3)
     for ax, (label, rows) in zip(axes[0, 1:], curves.items()):
@@ -105,12 +107,12 @@ def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path, *,
         for j, sweeps in enumerate(reps):
             ns = np.array([s["n"] for s in sweeps], dtype=float)
             ns_all.extend(ns)
-            dodge = 1.0 + 0.06 * (j - (len(reps) - 1) / 2)
+            dodge = 1.13 ** (j - (len(reps) - 1) / 2) * 1.04 ** (i - (len(replicates) - 1) / 2)
             dk = np.array([s["argmin_dk"] for s in sweeps], dtype=float)
             tied = [[s["D"] // h for h in s["tied_H"]] or [s["argmin_dk"]] for s in sweeps]
             lo = dk - np.array([min(t) for t in tied])
             hi = np.array([max(t) for t in tied]) - dk
-            ax.errorbar(ns * dodge, dk, yerr=[lo, hi], fmt="o-", ms=4, lw=0.8, capsize=2,
+            ax.errorbar(ns * dodge, dk, yerr=[lo, hi], fmt="o:", ms=4, lw=0.8, capsize=2,
                         color=f"C{i}", alpha=0.85,
                         label=f"{label}: argmin, {len(reps)} seed{'s' * (len(reps) > 1)}"
                         if j == 0 else None)
@@ -128,15 +130,15 @@ def plot_allocation(panels: Mapping[str, Sequence[dict]], path: str | Path, *,
     ax.set_yticks(divisors)
     ax.set_yticklabels([str(q) for q in divisors])
     ax.minorticks_off()
-    ax.set_ylim(0.8, 1.25 * D)
+    ax.set_ylim(0.7, 1.3 * D)
     ns_unique = sorted(set(int(n) for n in ns_all))
     ax.set_xticks(ns_unique)
     ax.set_xticklabels([str(n) for n in ns_unique])
     ax.set_xlim(ns_unique[0] / 1.4, ns_unique[-1] * 1.4)
     ax.set_xlabel("training points n")
-    ax.set_ylabel("best head width d_k* (bars: within 2 paired SE)")
-    ax.set_title(f"d_k* vs n, s = {intrinsic_dim} (law anchored at the first n)", fontsize=9)
-    ax.legend(fontsize=6.5, loc="upper left")
+    ax.set_ylabel("best head width d_k*")
+    ax.set_title("argmin d_k* vs n (bars: d_k within 2 paired SE)", fontsize=9)
+    ax.legend(fontsize=6.5, loc="lower right")
     ax.grid(alpha=0.3)
     return save_figure(fig, path, title)
 
