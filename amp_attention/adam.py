@@ -93,12 +93,19 @@ class AdamRun(Result):
     objective R and its relative gradient norm, status, iterations, and the
     history rows (iteration, loss R/n, relative gradient norm, learning rate)."""
 
+    #: the trained parameter: W (p x d, factorised) or S (element-wise)
     params: np.ndarray
+    #: the learned query-key matrix S
     S: np.ndarray
+    #: final full-batch objective R
     objective: float
+    #: final relative gradient norm
     grad_norm: float
+    #: Adam iterations run
     iterations: int
+    #: (iteration, loss R/n, relative gradient norm, learning rate) every record_every
     history: tuple[tuple[int, float, float, float], ...] = field(repr=False, default=())
+    #: wall time
     seconds: float = 0.0
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("params", "S")
@@ -243,8 +250,11 @@ class LayerResult(Result):
     learner; None element-wise); history as in :class:`AdamRun`.
     """
 
+    #: dimension
     d: int
+    #: training samples n = round(alpha d^2)
     n: int
+    #: seed of the data set and the initialisation
     seed: int
     train_error: float
     test_error: float
@@ -254,7 +264,9 @@ class LayerResult(Result):
     q: float
     loss: float
     grad_norm: float
+    #: Adam iterations run
     iterations: int
+    #: wall time of the training
     seconds: float
     eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     singular_values_W: np.ndarray | None = field(repr=False, default=None)

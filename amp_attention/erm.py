@@ -90,6 +90,7 @@ class ERMResult(Result):
 
     d: int
     n: int
+    #: seed of the data set (and of the initialisations)
     seed: int
     matrix_mse: float
     train_error: float
@@ -619,7 +620,9 @@ class ERMStatistics:
     whose run did not converge; ``results``: every :class:`ERMResult`.
     """
 
+    #: dimension
     d: int
+    #: training samples per seed
     n: int
     seeds: tuple[int, ...]
     mean: dict[str, float]

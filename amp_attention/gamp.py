@@ -146,6 +146,7 @@ class GAMPResult(Result):
     history: tuple[GAMPIterate, ...]
     n_failed_prox: int = 0
     seconds: float = 0.0
+    #: the output function g_out at the last iteration (n x K), for diagnostics
     g_out: np.ndarray | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("S", "g_out", "history")
@@ -364,8 +365,11 @@ def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> G
 class GAMPRun:
     """GAMP on one data set drawn for a problem: the result and the data it ran on."""
 
+    #: the GAMP result
     result: GAMPResult
+    #: the data set it ran on (amp_attention.data.Dataset)
     data: Any  # amp_attention.data.Dataset
+    #: fresh samples of the clean test error tracked per iteration
     n_test: int
 
 

@@ -105,11 +105,17 @@ def projected_gradient_criterion(ev: "Evaluator", thr: float, cap: int | None,
 class OptimRun:
     """End point of one minimisation: S, R(S), converged, iterations, residual, grad f(S)."""
 
+    #: the end point
     S: np.ndarray
+    #: the objective R(S) there
     objective: float
+    #: the stopping rule held
     converged: bool
+    #: iterations run
     iterations: int
+    #: the projected-gradient residual at S
     residual: float
+    #: the gradient of the smooth part f at S
     gradf: np.ndarray
 
 

@@ -64,8 +64,11 @@ class ErrorDecomposition:
     ``n_outliers`` the rank of P; ``c_star`` = m/q; ``test_mismatch`` the
     mismatch on the test error (SE, non-linear channels; None otherwise)."""
 
+    #: E_over: overfitting, the learned modes' excess over their best rescaling
     over: float
+    #: E_under: underfitting, the target energy outside the learned modes
     under: float
+    #: E_approx: approximation error inside the learned modes
     approx: float
     mismatch: float
     matrix_mse: float

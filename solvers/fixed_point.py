@@ -22,9 +22,13 @@ class FixedPointReport(Result):
     """Outcome of a fixed-point solve: the last point ``x``, the iteration count, the
     final relative residual and the residual per iteration (``history``)."""
 
+    #: the last point
     x: np.ndarray
+    #: iterations run
     iterations: int
+    #: final relative residual
     residual: float
+    #: the relative residual of every iteration
     history: tuple[float, ...] = ()
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("x", "history")

@@ -39,11 +39,17 @@ class Outlier:
     learned eigenvalue f(z) of Shat, and cos^2 between the learned eigenvector
     and e_k (None when not visible or not learned)."""
 
+    #: mode index k (0 = largest)
     index: int
+    #: the target eigenvalue s_k
     target_eigenvalue: float
+    #: True when the mode separates from the bulk of B
     visible: bool
+    #: the eigenvalue z of B (None when not visible)
     eigenvalue_B: float | None
+    #: the learned eigenvalue f(z) of Shat (None when not learned)
     eigenvalue: float | None
+    #: cos^2 between the learned eigenvector and e_k (None when not visible or learned)
     cos2: float | None
 
     def to_dict(self) -> dict:

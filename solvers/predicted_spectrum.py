@@ -45,11 +45,15 @@ class PredictedSpectrum:
     """
 
     law: SemicircleFreeConvolution
+    #: the denoiser whose eigenvalue map f gives Shat's eigenvalues
     denoiser: Denoiser
+    #: the conjugate V_hat of the fixed point
     V_hat: float
     cutoff: float
+    #: learner width p/d (W's shape)
     kappa: float
     rank_fraction: float
+    #: points of the tabulated curves
     n_points: int = CURVE_POINTS
 
     @classmethod

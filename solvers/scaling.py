@@ -175,6 +175,7 @@ class PowerLawFit:
     e0_fitted: bool
     points: int
     level: float
+    #: rms of the residuals of log y about the fit
     rms_log_residual: float
 
 
@@ -223,8 +224,10 @@ class ModeExponentFit:
     f = a (2 gamma - 1) of E_under with its interval (docs/theory.md "Power-law targets")."""
 
     a: float
+    #: confidence interval of a
     a_ci: tuple[float, float]
     exponent: float
+    #: confidence interval of the exponent
     exponent_ci: tuple[float, float]
 
 

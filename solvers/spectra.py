@@ -56,8 +56,12 @@ class SpectrumPlan:
     problem: Problem
     ds: tuple[int, ...]
     seeds: int = 1
+    #: how the finite-d target's spectrum is drawn: "quantile" (the law's quantiles) or
+    #: "sampled" (a Wishart or Haar draw)
     target_spectrum: str = "quantile"
+    #: the Adam options of the training runs
     adam: AdamOptions = AdamOptions(lr=0.03)
+    #: RQMC options of a Monte-Carlo channel's SE (None: the defaults)
     mc: MonteCarloOptions | None = None
     zero_tol: float = 1e-6
     bins: int = 50

@@ -50,29 +50,53 @@ class SEResult(Result):
     ``success``/``status``/``message`` (:class:`~amp_attention.result.Result`) are
     those of the reported start's fixed-point solve."""
 
+    #: overlap m = Tr(S0 Shat)/d
     m: float
+    #: self-overlap q = Tr(Shat^2)/d
     q: float
+    #: V: the normalised divergence of the denoiser
     V: float
+    #: conjugate m_hat of m
     m_hat: float
+    #: conjugate q_hat of q
     q_hat: float
+    #: conjugate V_hat of V
     V_hat: float
+    #: training error (1/n) sum_mu ||y_mu - yhat_mu||^2
     train_error: float
+    #: clean test error E||g(h(S0)) - g(h(Shat))||^2 on a fresh sample
     test_error: float
+    #: matrix error ||Shat - S0||_F^2/d = Q0 - 2m + q
     matrix_mse: float
+    #: training loss R/n at the minimiser
     loss: float
+    #: fraction of nonzero eigenvalues of Shat
     rank_fraction: float
+    #: Tr(Shat)/d
     trace_per_d: float
+    #: fixed-point iterations of the reported start
     iterations: int
+    #: final relative residual of the fixed point
     residual: float
+    #: the initialisation of the reported point: 'informative' or 'uninformative'
     start: str
+    #: True when the other start converged to a different fixed point
     metastable: bool = False
+    #: the other start's fixed point (to_dict of its fields), None with one start
     alternative: dict[str, Any] | None = None
+    #: estimated error of the denoiser-side quadrature
     quadrature_error: float = 0.0
+    #: Monte-Carlo channels: the RQMC standard error of every field (None in closed form)
     mc_stderr: dict[str, float] | None = None
+    #: how mc_stderr was obtained (replicas, propagated through the fixed point)
     mc_error_method: str = ""
+    #: Monte-Carlo channels: iterations on the coarse prefix of the RQMC points
     iterations_coarse: int = 0
+    #: Monte-Carlo channels: proximal solves flagged in the last evaluation
     mc_failed_prox: int = 0
+    #: Monte-Carlo channels: warm-started prox solves that fell back to cold
     mc_warm_fallbacks: int = 0
+    #: wall time of the solve
     seconds: float = 0.0
     #: the fixed-point method that produced the point: "anderson", "damped", or
     #: "damped after anderson failed: <its status>" (the safeguarded fallback)

@@ -79,12 +79,15 @@ class ThresholdResult(Result):
     status / message as in :class:`~amp_attention.result.Result`.
     """
 
+    #: 'interpolation' or 'perfect recovery'
     kind: str
+    #: the threshold alpha
     alpha: float
     sigma: float
     tau: float
     rank: int
     noise_energy: float
+    #: how it was obtained (equations solved, closed form)
     method: str
     residual: float = 0.0
 

@@ -130,3 +130,57 @@ def test_docstrings_cite_docs_theory_sections_by_name() -> None:
     assert len(cited) >= 8, cited
     for name in cited:
         assert any(h.startswith(name) for h in headings), (name, "not a docs/theory.md heading")
+
+
+RESULT_NAME = re.compile(r"Result|Statistics|Fit|Check|Decomposition|Point|Comparison|Spectrum"
+                         r"|Outlier$|Structure|Report|Run$")
+
+
+def _result_classes():
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    import amp_attention
+    import amp_attention.solvers
+
+    found = {}
+    for pkg in (amp_attention, amp_attention.solvers):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if ".cli" in info.name:
+                continue
+            mod = importlib.import_module(info.name)
+            for name, obj in vars(mod).items():
+                if (inspect.isclass(obj) and dataclasses.is_dataclass(obj)
+                        and obj.__module__ == mod.__name__ and not name.startswith("_")
+                        and RESULT_NAME.search(name)):
+                    found[f"{mod.__name__}.{name}"] = obj
+    return found
+
+
+def _undocumented_fields(cls) -> list[str]:
+    """Fields declared by ``cls`` that neither its docstring names nor a ``#:`` comment
+    documents (the comment may head a group of consecutive fields)."""
+    import inspect
+
+    doc = inspect.getdoc(cls) or ""
+    source = inspect.getsource(cls).splitlines()
+    missing = []
+    for name in cls.__dict__.get("__annotations__", {}):
+        if name.startswith("_") or re.search(rf"\b{re.escape(name)}\b", doc):
+            continue
+        idx = next(i for i, ln in enumerate(source) if re.match(rf"\s+{name}\s*:", ln))
+        j = idx - 1
+        while j > 0 and re.match(r"\s+\w+\s*:", source[j]) and "#:" not in source[j]:
+            j -= 1  # walk up over the other fields of a documented group
+        if not source[j].strip().startswith("#:"):
+            missing.append(name)
+    return missing
+
+
+def test_result_dataclasses_document_every_field() -> None:
+    classes = _result_classes()
+    assert len(classes) >= 20, sorted(classes)
+    bad = {name: miss for name, cls in classes.items() if (miss := _undocumented_fields(cls))}
+    assert bad == {}

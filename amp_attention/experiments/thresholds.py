@@ -28,9 +28,13 @@ class ThresholdPoint:
     ``*_message``.
     """
 
+    #: alpha_interp (None when the solvers cannot give it)
     interpolation: ThresholdResult | None
+    #: alpha_PR (None when the solvers cannot give it)
     perfect_recovery: ThresholdResult | None
+    #: why interpolation is None ('' otherwise)
     interpolation_message: str = ""
+    #: why perfect_recovery is None ('' otherwise)
     perfect_recovery_message: str = ""
 
 

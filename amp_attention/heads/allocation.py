@@ -85,6 +85,7 @@ class AllocationResult:
     rows: tuple[MSEDecomposition, ...]
     argmin_H: int
     tied: tuple[int, ...]
+    #: per H: standard error of MSE(H) - MSE(argmin) over the shared draws
     paired_stderr: tuple[float, ...]
 
     @property

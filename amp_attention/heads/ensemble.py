@@ -127,12 +127,17 @@ class MSEDecomposition:
     variance: float
     covariance: float
     mse_stderr: float
+    #: the ensemble weights w_h
     weights: tuple[float, ...]
+    #: each head's own MSE
     head_mse: tuple[float, ...]
+    #: each head's squared bias
     head_bias2: tuple[float, ...]
+    #: each head's variance
     head_variance: tuple[float, ...]
     covariance_matrix: tuple[tuple[float, ...], ...]
     draws: int
+    #: test points m the MSE averages over
     test_points: int
     draw_mse: np.ndarray = field(repr=False, compare=False)
     targets: int = 1
@@ -375,6 +380,7 @@ class WeightingComparison:
     schemes: dict[str, MSEDecomposition]
     rank_counts: tuple[tuple[int, ...], ...]
     head_test_mse: tuple[float, ...]
+    #: the geometric weights' ratio r
     ratio: float
     difference_stderr: dict[str, float]
 
