@@ -203,6 +203,15 @@ def test_bases_are_valid(bases) -> None:
         assert code in (0, 3), (name, code)
 
 
+def test_no_progress_frames_off_a_terminal(bases, server) -> None:
+    """Issue 16 item 8: every subcommand's progress bars stay silent when stderr is not a
+    terminal (the amp bar once wrote 3 KB of frames into a log file)."""
+    for name, (base, code) in bases.items():
+        got, err = server.run(base)
+        assert got == code, (name, got, err)
+        assert "\r" not in err and "it/s" not in err and "%|" not in err, (name, err[:300])
+
+
 def fuzz(name: str, bases, server, budget_hits, examples: int) -> None:
     base = bases[name][0]
     fresh = [0]
@@ -219,6 +228,8 @@ def fuzz(name: str, bases, server, budget_hits, examples: int) -> None:
         code, err = server.run(argv)
         budget_hits["examples"] += 1
         assert "Traceback" not in err and "Warning" not in err, (argv, err)
+        # stderr is not a terminal here: no progress bar may write frames into it
+        assert "\r" not in err and "it/s" not in err, (argv, err[:300])
         if code is None:
             budget_hits["hits"].append(argv)
             return
