@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from docs_check import DOCS, all_examples, extract  # noqa: E402
+from docs_check import DOCS, all_examples, extract, normalise_error  # noqa: E402
 
 from amp_attention.cli import build_parser, main  # noqa: E402
 from amp_attention.cli.examples import EXAMPLES  # noqa: E402
@@ -45,11 +45,6 @@ def test_documented_command_parses(cmd) -> None:
         assert exc.code == 0 and "--help" in cmd.argv, (cmd.text, exc.code)
 
 
-def _normalise(line: str) -> str:
-    # the memory a machine has is not part of the documented message
-    return re.sub(r"[\d.]+ GiB are available", "N GiB are available", line)
-
-
 @pytest.mark.parametrize("cmd", [c for c in COMMANDS if c.expected_error],
                          ids=lambda c: f"{c.doc}:{c.line}")
 def test_documented_error_is_what_the_command_prints(cmd) -> None:
@@ -57,7 +52,8 @@ def test_documented_error_is_what_the_command_prints(cmd) -> None:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         code = main(cmd.argv[1:])
     assert code == 2
-    assert _normalise(err.getvalue().strip().splitlines()[-1]) == _normalise(cmd.expected_error)
+    assert (normalise_error(err.getvalue().strip().splitlines()[-1])
+            == normalise_error(cmd.expected_error))
 
 
 def _undefined_names(sources: list[str]) -> set[str]:
