@@ -38,6 +38,22 @@ def check_nonnegative(name: str, value: object) -> float:
     return x
 
 
+def check_bounded(name: str, value: object, lo: float, hi: float, why: str, *,
+                  lo_open: bool = False, zero_ok: bool = False) -> float:
+    """A finite real in [lo, hi] ((lo, hi] with ``lo_open``; also 0 with ``zero_ok``),
+    else one ValueError stating the whole allowed range and ``why`` it is bounded
+    (a non-number, a NaN and an out-of-range value get the same message)."""
+    try:
+        x = check_real(name, value)
+    except ValueError:
+        x = math.nan
+    if (x == 0.0 and zero_ok) or ((lo < x) if lo_open else (lo <= x)) and x <= hi:
+        return x
+    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+    raise ValueError(f"{name} must {'be 0 or ' if zero_ok else ''}lie in {interval} ({why}), "
+                     f"got {value!r}")
+
+
 def check_integer(name: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

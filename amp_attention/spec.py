@@ -28,7 +28,8 @@ import numpy as np
 
 from .channels.base import NOISE_LOCATIONS, Channel, check_channel
 from .channels.registry import channel_for, channel_names
-from .checks import check_choice, check_integer, check_nonnegative, check_positive
+from .checks import (check_bounded, check_choice, check_integer, check_nonnegative,
+                     check_positive)
 
 #: the registered channel names (:mod:`amp_attention.channels.registry`)
 CHANNELS = channel_names()
@@ -52,15 +53,8 @@ LAM_RANGE = (1e-12, 1e6)
 
 def check_width(name: str, value: object) -> float:
     """A width ratio (kappa, kappa0) in WIDTH_RANGE."""
-    try:
-        x = check_positive(name, value)
-    except ValueError:
-        x = math.nan
-    if not WIDTH_RANGE[0] <= x <= WIDTH_RANGE[1]:
-        raise ValueError(f"{name} must lie in [{WIDTH_RANGE[0]:g}, {WIDTH_RANGE[1]:g}] "
-                         f"(beyond, the Marchenko-Pastur functionals under- or overflow), "
-                         f"got {value!r}")
-    return x
+    return check_bounded(name, value, *WIDTH_RANGE,
+                         "beyond, the Marchenko-Pastur functionals under- or overflow")
 
 
 @dataclass(frozen=True)
@@ -92,11 +86,9 @@ class Task:
         if self.L > L_MAX:
             raise ValueError(f"L must lie in [1, {L_MAX}] (channels hold arrays over the "
                              f"K = L(L+1)/2 token pairs), got {self.L}")
-        object.__setattr__(self, "beta", check_positive("beta", self.beta))
-        if self.beta > BETA_MAX:
-            raise ValueError(f"beta must lie in (0, {BETA_MAX:g}] (beta h_ab with h = O(1): "
-                             f"beyond, the softmax is a hard max and its integrals overflow), "
-                             f"got {self.beta!r}")
+        object.__setattr__(self, "beta", check_bounded(
+            "beta", self.beta, 0.0, BETA_MAX, "beta h_ab with h = O(1): beyond, the softmax is "
+            "a hard max and its integrals overflow", lo_open=True))
         noise = check_nonnegative("noise", self.noise)
         if noise > NOISE_MAX:
             raise ValueError(f"noise must lie in [0, {NOISE_MAX:g}] (a label-noise variance; "
@@ -317,11 +309,9 @@ class Learner:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kappa", check_width("kappa", self.kappa))
-        lam = check_nonnegative("lam", self.lam)
-        if lam != 0.0 and not LAM_RANGE[0] <= lam <= LAM_RANGE[1]:
-            raise ValueError(f"lam must be 0 or lie in [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}] "
-                             f"(beyond, the conjugates under- or overflow), got {self.lam!r}")
-        object.__setattr__(self, "lam", lam)
+        object.__setattr__(self, "lam", check_bounded(
+            "lam", self.lam, *LAM_RANGE, "beyond, the conjugates under- or overflow",
+            zero_ok=True))
         object.__setattr__(
             self,
             "parameterisation",

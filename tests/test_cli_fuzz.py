@@ -186,9 +186,14 @@ def budget_hits() -> dict:
 
 def test_documented_token_range_is_the_task_s() -> None:
     from amp_attention.cli.common import RANGES
-    from amp_attention.spec import L_MAX
+    from amp_attention.spec import BETA_MAX, L_MAX, LAM_RANGE, WIDTH_RANGE
 
     assert RANGES["--L"] == f"integers in [1, {L_MAX}]"
+    # the CLI keeps its range texts without importing the spec (--help speed): the
+    # same bounds, spelt twice, checked here
+    assert RANGES["--beta"] == f"(0, {BETA_MAX:g}]"
+    assert RANGES["--kappa"] == RANGES["--kappa0"] == f"[{WIDTH_RANGE[0]:g}, {WIDTH_RANGE[1]:g}]"
+    assert RANGES["--lam"] == f"0 or [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}]"
 
 
 def test_every_subcommand_has_numeric_flags_to_fuzz(bases) -> None:

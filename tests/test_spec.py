@@ -107,3 +107,12 @@ def test_lam_must_be_zero_or_in_its_range(lam):
 def test_beta_has_an_upper_bound(beta):
     with pytest.raises(ValueError, match=r"beta must lie in \(0, 1000\]"):
         Task("softmax", L=2, beta=beta)
+
+
+def test_bounded_parameters_state_their_whole_range_below_it_too():
+    """beta <= 0 and lam < 0 once said '(0, inf)' and '[0, inf)' while the bounds are
+    (0, 1000] and 0 or [1e-12, 1e6]: the one check gives the whole range either side."""
+    with pytest.raises(ValueError, match=r"beta must lie in \(0, 1000\]"):
+        Task("softmax", L=2, beta=0.0)
+    with pytest.raises(ValueError, match=r"lam must be 0 or lie in \[1e-12, 1e\+06\]"):
+        Learner(lam=-1.0)
