@@ -77,14 +77,21 @@ FLAG_OF = {
     "tau_factor": "--tau-factor", "draws": "--draws", "H": "--H", "d_k": "--dk",
     "D": "--D", "ns": "--n-values", "heads": "--heads", "ratio": "--ratio",
     "normalise": "--normalise", "W": "FILE", "t": "--t-points", "target_seeds": "--targets",
+    "layout": "--layout", "heads x d_k": "--heads/--dk",
 }
 
 
 def _flag_error(exc: Exception) -> ValueError:
-    """Prefix a library ValueError with the flag of the parameter it names."""
+    """Prefix a library ValueError with the flag of the parameter it names: the
+    longest name of FLAG_OF the message starts with ("W: <what>" names the file)."""
     msg = " ".join(str(exc).split())
-    flag = FLAG_OF.get(msg.split(" ", 1)[0])
-    return ValueError(f"argument {flag}: {msg}" if flag else msg)
+    name = max((k for k in FLAG_OF if msg.startswith(k + " ") or msg.startswith(k + ": ")),
+               key=len, default=None)
+    if name is None:
+        return ValueError(msg)
+    if msg.startswith(name + ": "):
+        msg = msg[len(name) + 2:]
+    return ValueError(f"argument {FLAG_OF[name]}: {msg}")
 
 
 # --------------------------------------------------------------------------- parser
@@ -350,18 +357,6 @@ def _shape_text(shape: tuple, layout: str | None) -> str:
     return f"an array of shape {tuple(shape)} read as {layout or 'stack'}"
 
 
-def _layout_error(exc: ValueError, shape: tuple) -> ValueError:
-    """as_head_stack's message with the flag of the parameter it names."""
-    msg = " ".join(str(exc).split())
-    flag = {"layout": "--layout", "heads": "--heads", "d_k": "--dk", "W:": "FILE",
-            "W": "FILE"}.get(msg.split(" ", 1)[0])
-    if msg.startswith("heads x d_k"):
-        flag = "--heads/--dk"
-    if flag == "FILE" and msg.startswith("W: "):
-        msg = msg[len("W: "):]
-    return ValueError(f"argument {flag}: {msg}" if flag else msg)
-
-
 def cmd_hdi(args: argparse.Namespace) -> int:
     """``amp-attention heads hdi FILE``: HDI, overlaps and principal angles of key matrices."""
     import numpy as np
@@ -372,11 +367,11 @@ def cmd_hdi(args: argparse.Namespace) -> int:
     try:
         arr = load_key_array(args.file, key=args.key)
     except ValueError as exc:
-        raise ValueError(f"argument FILE: {str(exc)[len('W: '):]}") from None
+        raise _flag_error(exc) from None
     try:
         W = as_head_stack(arr, args.heads, layout=args.layout, d_k=args.dk)
     except ValueError as exc:
-        raise _layout_error(exc, arr.shape) from None
+        raise _flag_error(exc) from None
     if W.shape[0] < 2:
         raise ValueError(f"argument --heads: the HDI needs H >= 2 heads (it averages over "
                          f"pairs); {_shape_text(arr.shape, args.layout)} gives H = {W.shape[0]}")

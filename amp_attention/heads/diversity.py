@@ -110,16 +110,14 @@ def as_head_stack(W: object, heads: int | None = None, *, layout: str | None = N
         if heads is None:
             heads = total // d_k if total % d_k == 0 else 0
             if heads == 0:
-                raise ValueError(f"d_k must divide H d_k = {total} (the "
-                                 f"{'columns' if layout == 'columns' else 'rows'} of W), "
+                raise ValueError(f"d_k must divide H d_k = {total} (the {layout} of W), "
                                  f"got d_k = {d_k}")
         if total % heads != 0:
-            raise ValueError(f"heads must divide H d_k = {total} (the "
-                             f"{'columns' if layout == 'columns' else 'rows'} of W), got "
+            raise ValueError(f"heads must divide H d_k = {total} (the {layout} of W), got "
                              f"heads = {heads}")
         if d_k is not None and heads * d_k != total:
-            raise ValueError(f"heads x d_k = {heads} x {d_k} must equal H d_k = {total} (the "
-                             f"{'columns' if layout == 'columns' else 'rows'} of W)")
+            raise ValueError(f"heads x d_k = {heads} x {d_k} must equal H d_k = {total} "
+                             f"(the {layout} of W)")
         d_k = total // heads
         # column block h -> head h: (d_model, H, d_k) -> (H, d_model, d_k)
         stack = cols.reshape(d_model, heads, d_k).transpose(1, 0, 2)
