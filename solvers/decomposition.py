@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize_scalar
 
+from amp_attention.channels import optional_member
 from amp_attention.spec import PowerLawTarget, Problem
 from amp_attention.targets import target_measure
 
@@ -177,7 +178,7 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     if q <= 0.0:
         # Shat = 0 (a weight decay large enough to kill every mode): nothing is learnt,
         # the whole error Q0 is underfitting and the rescaling c* = m/q is void
-        closed_form = StateEvolution(problem, mc).mc is None
+        closed_form = optional_member(problem.task.channel_object, "se") is not None
         return ErrorDecomposition(0.0, Q0, 0.0, 0.0, Q0 - 2.0 * m + q, 0, 0.0,
                                   None if closed_form else 0.0)
     c = m / q

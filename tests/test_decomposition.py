@@ -124,3 +124,17 @@ def test_softmax_reports_the_test_error_mismatch():
     assert 0.0 <= dec.test_mismatch <= r.test_error
     assert r.test_error - dec.test_mismatch <= min(grid) + 1e-9
     assert dec.c_star > 1.0          # lam = 0.3 shrinks Shat: the best rescaling enlarges it
+
+
+def test_decomposition_when_nothing_is_learnt() -> None:
+    """A weight decay that kills every mode gives Shat = 0 (q = 0): the decomposition
+    was a ZeroDivisionError in c* = m/q (found by the CLI fuzz via `scaling --lam 7.5`);
+    all of the error Q0 is underfitting."""
+    p = Problem(Task("linear", L=1, noise=0.0), PowerLawTarget(1.5, d=40), Learner(1.0, 7.5),
+                alpha=0.5)
+    r = solve_state_evolution(p)
+    assert r.converged and r.q == 0.0 and r.m == 0.0
+    dec = predicted_decomposition(p, r)
+    assert (dec.over, dec.approx, dec.mismatch, dec.n_outliers) == (0.0, 0.0, 0.0, 0)
+    assert dec.under == dec.matrix_mse == pytest.approx(1.0)  # Q0 = 1
+    assert dec.test_mismatch is None  # the linear channel: the matrix terms say it all
