@@ -70,18 +70,7 @@ def plot_se_curve(
         ax.set_ylabel(LABELS.get(name, name))
         ax.set_ylim(bottom=0.0)
         ax.grid(alpha=0.3)
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    bottom = 0.11 + (0.06 if note else 0.0)
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, bottom, 1, 1))
-    fig.legend(handles, labels, loc="lower center", ncol=len(handles), fontsize=8,
-               bbox_to_anchor=(0.5, bottom - 0.1))
-    if note:
-        fig.text(0.5, 0.015, note, ha="center", va="bottom", fontsize=7.5, wrap=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, legend_from=axes[0][0], note=note)
 
 
 def plot_spectrum(
@@ -132,11 +121,31 @@ def _outlier_lines(ax, outliers: Sequence[Mapping] | None, sqrt: bool) -> None:
     ax.legend(fontsize=7)
 
 
-def save_figure(fig, path: Path, title: str | None) -> Path:
-    """Title, layout, write the PNG and release the figure."""
+def save_figure(fig, path: Path, title: str | None, *, legend_from=None,
+                legend_columns: int | None = None, legend_face: str | None = None,
+                note: str | None = None) -> Path:
+    """Title, layout, write the PNG and release the figure.
+
+    ``legend_from`` (an axes): its handles become one legend for the whole
+    figure, in a band below the panels, so that it never covers data; with
+    ``legend_columns`` columns (default: all entries on one row) and face colour
+    ``legend_face`` (a grey face keeps white markers visible). ``note`` is a
+    caption line under everything. The bands are sized in inches, so a short
+    strip and a tall grid of panels get the same legend band.
+    """
+    handles, labels = legend_from.get_legend_handles_labels() if legend_from is not None else ([], [])
+    height = fig.get_figheight()
+    note_band = 0.3 / height if note else 0.0
+    legend_band = 0.4 / height if handles else 0.0
     if title:
         fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, note_band + legend_band, 1, 1))
+    if handles:
+        fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, note_band),
+                   ncol=min(len(handles), legend_columns or len(handles)), fontsize=8,
+                   facecolor=legend_face, framealpha=1.0 if legend_face else None)
+    if note:
+        fig.text(0.5, 0.1 / height, note, ha="center", va="bottom", fontsize=7.5, wrap=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -303,17 +312,8 @@ def plot_phase_diagram(
         ax.set_xlabel(r"$\alpha = n/d^2$")
         ax.set_ylabel(r"$\lambda$")
         ax.set_title(LABELS.get(name, name), fontsize=9)
-    # one legend for all panels, below them: never over the data
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout(rect=(0, 0.07 if handles else 0, 1, 1))
-    if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(len(handles), 3), fontsize=7.5,
-                   facecolor="0.85", framealpha=1.0)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, title, legend_from=axes[0][0], legend_columns=3,
+                       legend_face="0.85")
 
 
 def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, *,

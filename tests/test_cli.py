@@ -622,3 +622,9 @@ def test_quickstart_figure_is_ready_for_a_paper(monkeypatch, tmp_path: Path) -> 
         assert ax.get_ylim()[0] == 0.0
     assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 2
     assert any("finite-size" in t.get_text() for t in fig.texts)
+    # the legend lies below every panel (labels included) and the caption below the legend
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert all(legend.y1 <= ax.get_tightbbox(renderer).y0 + 1 for ax in fig.axes)
+    note = next(t for t in fig.texts if "finite-size" in t.get_text())
+    assert note.get_window_extent(renderer).y1 <= legend.y0 + 1

@@ -198,3 +198,6 @@ def test_phase_diagram_figure_keeps_its_legend_off_the_data(tmp_path, monkeypatc
     assert len(panels) == 4 and all(ax.get_ylabel() and ax.get_legend() is None for ax in panels)
     assert len(fig.legends) == 1
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["alpha_interp", "alpha_PR"]
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert all(legend.y1 <= ax.get_tightbbox(renderer).y0 + 1 for ax in panels)

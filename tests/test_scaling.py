@@ -123,9 +123,9 @@ def test_scaling_figure_draws_signed_terms_not_a_stack(tmp_path, monkeypatch):
     captured = {}
     real_save = plotting.save_figure
 
-    def keep(fig, path, title=None):
+    def keep(fig, path, title=None, **kw):
         captured["fig"] = fig
-        return real_save(fig, path, title)
+        return real_save(fig, path, title, **kw)
 
     n = [1e4, 1e5, 1e6]
     rows = [{"converged": True, "n": v, "test_error": 0.1 / (1 + i), "matrix_mse": 0.05 / (1 + i),
