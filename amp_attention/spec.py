@@ -49,6 +49,9 @@ BETA_MAX = 1e3
 WIDTH_RANGE = (1e-6, 1e6)
 #: allowed nonzero weight decays
 LAM_RANGE = (1e-12, 1e6)
+#: allowed power-law normalisations Q0 = Tr(S0^2)/d (beyond, fourth moments of the
+#: spectrum overflow in double precision)
+Q0_RANGE = (1e-12, 1e12)
 
 
 def check_width(name: str, value: object) -> float:
@@ -207,7 +210,8 @@ class PowerLawTarget:
         if p0 > self.d:
             raise ValueError(f"p0 must lie in [1, d] = [1, {self.d}], got {p0}")
         object.__setattr__(self, "p0", p0)
-        object.__setattr__(self, "Q0", check_positive("Q0", self.Q0))
+        object.__setattr__(self, "Q0", check_bounded("Q0", self.Q0, *Q0_RANGE,
+                                                     "the scale of the target spectrum"))
 
     @property
     def list_dimension(self) -> int:

@@ -9,7 +9,7 @@ once by running the base command lines in-process, and then forks one child per
 example; the children inherit the warmed-up state and start in milliseconds.
 
 Protocol: one JSON object per line on stdin, one per line on stdout.
-  {"warm": [argv, ...]}                ->  {"codes": [code, ...]}
+  {"warm": [argv, ...]}                ->  {"codes": [code, ...], "stderr": [str, ...]}
   {"argv": [...], "budget": seconds}   ->  {"code": int | null, "stderr": str}
 ``code`` is null when the example was still running after ``budget`` seconds.
 An exception escaping ``main`` is reported as its traceback in ``stderr``.
@@ -73,11 +73,13 @@ def run_bounded(argv: list[str], budget: float) -> dict:
 def warm(argvs: list[list[str]]) -> dict:
     from amp_attention.cli import main
 
-    codes = []
+    codes, errs = [], []
     for argv in argvs:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
             codes.append(main(list(argv)))
-    return {"codes": codes}
+        errs.append(err.getvalue())
+    return {"codes": codes, "stderr": errs}
 
 
 def serve() -> None:

@@ -34,11 +34,11 @@ from hypothesis import strategies as st
 from amp_attention.cli import build_parser
 
 #: examples per subcommand
-EXAMPLES = 6
+EXAMPLES = 5
 #: examples per subcommand of the slow variant
 SLOW_EXAMPLES = 80
 #: seconds one example may run before it is counted as "accepted and running"
-BUDGET = 5.0
+BUDGET = 3.0
 
 FLOAT_EXTREMES = [0.0, -0.0, -1.0, 5e-324, 1e-300, 1e-12, 1e-9, 0.5, 1.0, 2.0, 3.0, 7.5,
                   1e6, 1e12, 1e300, math.inf, -math.inf, math.nan]
@@ -167,12 +167,13 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def bases(server, tmp_path_factory) -> dict[str, tuple[list[str], int]]:
-    """The base lines with their exit codes, each run once in the server (to load the
-    Numba caches that the forked examples inherit)."""
+def bases(server, tmp_path_factory) -> dict[str, tuple[list[str], int, str]]:
+    """The base lines with their exit codes and stderr, each run once in the server (to
+    load the Numba caches that the forked examples inherit)."""
     lines = _bases(tmp_path_factory.mktemp("fuzz"))
-    codes = server.ask({"warm": list(lines.values())})["codes"]
-    return {name: (base, code) for (name, base), code in zip(lines.items(), codes)}
+    reply = server.ask({"warm": list(lines.values())})
+    return {name: (base, code, err)
+            for (name, base), code, err in zip(lines.items(), reply["codes"], reply["stderr"])}
 
 
 @pytest.fixture(scope="module")
@@ -181,12 +182,13 @@ def budget_hits() -> dict:
     stats: dict = {"examples": 0, "hits": []}
     yield stats
     # valid but expensive lines are allowed, but they must not crowd out the checks
+    print(f"\nfuzz: {stats['examples']} examples, {len(stats['hits'])} still running at the budget")
     assert len(stats["hits"]) <= stats["examples"] // 4, stats
 
 
 def test_documented_token_range_is_the_task_s() -> None:
     from amp_attention.cli.common import RANGES
-    from amp_attention.spec import BETA_MAX, L_MAX, LAM_RANGE, WIDTH_RANGE
+    from amp_attention.spec import BETA_MAX, L_MAX, LAM_RANGE, Q0_RANGE, WIDTH_RANGE
 
     assert RANGES["--L"] == f"integers in [1, {L_MAX}]"
     # the CLI keeps its range texts without importing the spec (--help speed): the
@@ -194,26 +196,26 @@ def test_documented_token_range_is_the_task_s() -> None:
     assert RANGES["--beta"] == f"(0, {BETA_MAX:g}]"
     assert RANGES["--kappa"] == RANGES["--kappa0"] == f"[{WIDTH_RANGE[0]:g}, {WIDTH_RANGE[1]:g}]"
     assert RANGES["--lam"] == f"0 or [{LAM_RANGE[0]:g}, {LAM_RANGE[1]:g}]"
+    assert RANGES["--Q0"] == f"[{Q0_RANGE[0]:g}, {Q0_RANGE[1]:g}]"
 
 
 def test_every_subcommand_has_numeric_flags_to_fuzz(bases) -> None:
     assert set(bases) == set(SUBCOMMANDS)
-    for name, (base, _) in bases.items():
+    for name, (base, _, _) in bases.items():
         assert numeric_flags(base), name
 
 
 def test_bases_are_valid(bases) -> None:
     """Each base line alone exits 0 or 3 (else the fuzz would test nothing but errors)."""
-    for name, (_, code) in bases.items():
-        assert code in (0, 3), (name, code)
+    for name, (_, code, err) in bases.items():
+        assert code in (0, 3), (name, code, err)
 
 
-def test_no_progress_frames_off_a_terminal(bases, server) -> None:
+def test_no_progress_frames_off_a_terminal(bases) -> None:
     """Issue 16 item 8: every subcommand's progress bars stay silent when stderr is not a
-    terminal (the amp bar once wrote 3 KB of frames into a log file)."""
-    for name, (base, code) in bases.items():
-        got, err = server.run(base)
-        assert got == code, (name, got, err)
+    terminal (the amp bar once wrote 3 KB of frames into a log file).  Checked on the
+    base lines' stderr (a StringIO, as in the forked examples, which check it too)."""
+    for name, (_, _, err) in bases.items():
         assert "\r" not in err and "it/s" not in err and "%|" not in err, (name, err[:300])
 
 
@@ -263,14 +265,16 @@ def test_numeric_flags_exit_0_2_3_without_traceback(name: str, bases, server,
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SUBCOMMANDS)
 def test_numeric_flags_many_examples(name: str, bases, server, budget_hits) -> None:
-    """The same property over SLOW_EXAMPLES examples per subcommand (about 15 minutes)."""
+    """The same property over SLOW_EXAMPLES examples per subcommand (10-15 minutes)."""
     fuzz(name, bases, server, budget_hits, SLOW_EXAMPLES)
 
 
 @pytest.mark.parametrize("argv", [
     ["se", "--alpha", "1e-300"], ["se", "--alpha", "1e300"], ["se", "--noise", "1e300"],
     ["se", "--channel", "softmax", "--L", "1"], ["se", "--kappa", "nan"],
-    ["se", "--lam", "inf"], ["amp", "--d", "2"], ["amp", "--d", "8", "--V0", "1e9"],
+    ["se", "--lam", "inf"], ["amp", "--d", "2"],
+    ["scaling", "--gamma", "1.5", "--target-d", "40", "--alpha-range", "0.5", "2", "3",
+     "--Q0=2.4620244497880648e+154"], ["amp", "--d", "8", "--V0", "1e9"],
     ["erm", "--d", "3000"], ["amp", "--d", "100000"],
     ["phase-diagram", "--alpha-range", "0.1", "1", "100000",
      "--lam-range", "0.01", "1", "100000"],

@@ -116,3 +116,11 @@ def test_bounded_parameters_state_their_whole_range_below_it_too():
         Task("softmax", L=2, beta=0.0)
     with pytest.raises(ValueError, match=r"lam must be 0 or lie in \[1e-12, 1e\+06\]"):
         Learner(lam=-1.0)
+
+
+@pytest.mark.parametrize("Q0", [0.0, -1.0, 1e-300, 2.4620244497880648e+154, math.inf, math.nan])
+def test_powerlaw_Q0_must_be_in_its_range(Q0):
+    """Q0 = 2.46e154 (the slow CLI fuzz) overflowed the fourth moment of the spectrum in
+    the residual kurtosis: a traceback from `scaling`. Refused, naming the range."""
+    with pytest.raises(ValueError, match=r"Q0 must lie in \[1e-12, 1e\+12\]"):
+        PowerLawTarget(gamma=1.5, d=40, Q0=Q0)

@@ -68,7 +68,7 @@ PROBLEM_FLAGS = {"alpha": "--alpha"}
 RANGES = {
     "--L": "integers in [1, 4096]", "--beta": "(0, 1000]", "--noise": "[0, 1e+12]",
     "--kappa0": "[1e-06, 1e+06]", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
-    "--p0": "integers in [1, target-d]", "--Q0": "(0, inf)", "--kappa": "[1e-06, 1e+06]",
+    "--p0": "integers in [1, target-d]", "--Q0": "[1e-12, 1e+12]", "--kappa": "[1e-06, 1e+06]",
     "--lam": "0 or [1e-12, 1e+06]", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
     "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
 }
