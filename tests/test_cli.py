@@ -575,10 +575,16 @@ def test_size_guards_refuse_before_allocating(capsys, monkeypatch, tmp_path) -> 
     code, _, err = run(capsys, "erm", "--d", "3000")
     assert_one_line_error(err, "d = 3000", "n = 4500000")
     out_dir = tmp_path / "pd"
-    code, _, err = run(capsys, "phase-diagram", "--alpha-range", "0.1", "2", "100000",
-                       "--lam-range", "0.001", "1", "100000", "--out", str(out_dir))
+    code, _, err = run(capsys, "phase-diagram", "--alpha-range", "0.1", "2", "1000",
+                       "--lam-range", "0.001", "1", "1000", "--out", str(out_dir))
     assert code == 2 and not out_dir.exists()
-    assert_one_line_error(err, "10000000000 grid points", "--allow-large")
+    assert_one_line_error(err, "1000000 grid points", "--allow-large")
+    # a grid whose own arrays cannot fit is refused even with --allow-large, before any
+    # of it is built (the slow fuzz: N = 1e12 allocated 7 TiB in np.linspace)
+    code, _, err = run(capsys, "phase-diagram", "--alpha-range", "0.1", "2", "1e12",
+                       "--lam-range", "0.001", "1", "2", "--allow-large", "--out", str(out_dir))
+    assert code == 2 and not out_dir.exists()
+    assert_one_line_error(err, "--alpha-range", "2000000000000 points", "GiB of memory")
 
 
 def test_ctrl_c_promises_a_resume_only_where_there_is_one(capsys, monkeypatch) -> None:

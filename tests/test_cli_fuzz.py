@@ -276,6 +276,8 @@ def test_numeric_flags_many_examples(name: str, bases, server, budget_hits) -> N
     ["scaling", "--gamma", "1.5", "--target-d", "40", "--alpha-range", "0.5", "2", "3",
      "--Q0=2.4620244497880648e+154"], ["amp", "--d", "8", "--V0", "1e9"],
     ["erm", "--d", "3000"], ["amp", "--d", "100000"],
+    ["phase-diagram", "--alpha-range", "0.0", "0.0", "1e12", "--lam-range", "0.01", "1", "2",
+     "--allow-large"],
     ["phase-diagram", "--alpha-range", "0.1", "1", "100000",
      "--lam-range", "0.01", "1", "100000"],
 ])

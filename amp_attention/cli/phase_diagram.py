@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -67,7 +68,27 @@ MAX_GRID_POINTS = 512 * 512
 SECONDS_PER_POINT = {True: 0.06, False: 10.0}
 
 
-def _check_grid_size(args: argparse.Namespace, problem, points: int) -> None:
+#: bytes held per grid point while a diagram is assembled (about 16 float64 fields in
+#: the arrays of both sweeps, the point's JSON record and its file name)
+BYTES_PER_POINT = 4096
+
+
+def _check_grid_size(args: argparse.Namespace, problem) -> None:
+    """Refuse a grid before any of it is built: the point count (and the time it
+    would take) beyond MAX_GRID_POINTS unless --allow-large; memory always."""
+    from amp_attention.resources import memory_shortfall
+
+    counts = []
+    for flag, n in (("--alpha-range", args.alpha_range[2]), ("--lam-range", args.lam_range[2])):
+        if not (math.isfinite(n) and n == int(n) and n >= 1):
+            raise CLIError(f"argument {flag}: number of grid points N must be an integer >= 1, "
+                           f"got {n!r}")
+        counts.append(int(n))
+    points = counts[0] * counts[1]
+    short = memory_shortfall(BYTES_PER_POINT * points)
+    if short:
+        raise CLIError(f"argument --alpha-range/--lam-range: a grid of {points} points {short}; "
+                       f"use a coarser grid")
     if points <= MAX_GRID_POINTS or args.allow_large:
         return
     workers = max(1, args.workers)
@@ -84,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     from .. import plotting
 
     problem = problem_from_args(args)
+    check_execution(args)
+    _check_grid_size(args, problem)
     try:
         alphas = grid(args.alpha_range[0], args.alpha_range[1], args.alpha_range[2], args.alpha_spacing)
     except ValueError as exc:
@@ -102,8 +125,6 @@ def run(args: argparse.Namespace) -> int:
                 make(v)
             except ValueError as exc:
                 raise CLIError(f"argument {flag}: {one_line(str(exc))}") from None
-    check_execution(args)
-    _check_grid_size(args, problem, len(alphas) * len(lams))
     try:
         plan = PhaseDiagramPlan(problem, alphas, lams, args.tol, args.max_iter,
                                 None if closed_form(problem.task.channel) else mc_options(args))
