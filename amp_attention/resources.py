@@ -57,7 +57,8 @@ def heads_memory(n: int, m: int, n_val: int, d_model: int, heads_width: int, s: 
 
 
 def gib(nbytes: float) -> str:
-    return f"{nbytes / 2**30:.1f} GiB"
+    x = nbytes / 2**30
+    return f"{x:.1f} GiB" if x < 1e5 else f"{x:.3g} GiB"
 
 
 def memory_shortfall(need: int, available: int | None = None) -> str:

@@ -585,6 +585,20 @@ def test_size_guards_refuse_before_allocating(capsys, monkeypatch, tmp_path) -> 
                        "--lam-range", "0.001", "1", "2", "--allow-large", "--out", str(out_dir))
     assert code == 2 and not out_dir.exists()
     assert_one_line_error(err, "--alpha-range", "2000000000000 points", "GiB of memory")
+    # scaling's alpha grid: the same guards (the slow fuzz: N = 1e12 and 1e300 allocated
+    # in np.geomspace), and both ends checked against the problem's alpha range
+    sc_dir = tmp_path / "sc"
+    for n, needles in (("1e12", ("1000000000000 points", "GiB of memory")),
+                       ("1e300", ("1e+300 points", "GiB of memory")),
+                       ("5000", ("5000 grid points", "--allow-large"))):
+        code, _, err = run(capsys, "scaling", "--gamma", "1.5", "--target-d", "40",
+                           "--alpha-range", "0.5", "2", n, "--out", str(sc_dir))
+        assert code == 2 and not sc_dir.exists(), n
+        assert_one_line_error(err, "--alpha-range", *needles)
+    code, _, err = run(capsys, "scaling", "--gamma", "1.5", "--target-d", "40",
+                       "--alpha-range", "1e-12", "2", "3", "--out", str(sc_dir))
+    assert code == 2 and not sc_dir.exists()
+    assert_one_line_error(err, "--alpha-range", "alpha must lie in [1e-09, 1e+09]")
 
 
 def test_ctrl_c_promises_a_resume_only_where_there_is_one(capsys, monkeypatch) -> None:

@@ -352,6 +352,41 @@ def add_allow_large(group) -> None:
                             "and say what is needed)")
 
 
+#: bytes held per point of a sweep's grid while it runs and is assembled (its fields in
+#: the result arrays, its JSON record, its point file name)
+BYTES_PER_GRID_POINT = 4096
+
+
+def _count(points: int) -> str:
+    return str(points) if points < 10**15 else f"{points:.3g}"
+
+
+def grid_count(flag: str, n: float, minimum: int = 1) -> int:
+    """The N of a ``LO HI N`` grid flag as an int, or exit 2 naming ``flag``."""
+    if not (math.isfinite(n) and n == int(n) and n >= minimum):
+        raise CLIError(f"argument {flag}: number of grid points N must be an integer >= "
+                       f"{minimum}, got {n!r}")
+    return int(n)
+
+
+def check_grid_size(flag: str, points: int, max_points: int, seconds_per_point: float,
+                    workers: int, allow_large: bool) -> None:
+    """Refuse a grid before any of it is built: always when its own arrays would not fit
+    in memory; beyond ``max_points`` (with the time it would take) unless --allow-large."""
+    from ..resources import memory_shortfall
+
+    short = memory_shortfall(BYTES_PER_GRID_POINT * points)
+    if short:
+        raise CLIError(f"argument {flag}: a grid of {_count(points)} points {short}; use a "
+                       f"coarser grid")
+    if points <= max_points or allow_large:
+        return
+    hours = points * seconds_per_point / max(1, workers) / 3600
+    raise CLIError(f"argument {flag}: {_count(points)} grid points (about {hours:.3g} h on "
+                   f"{max(1, workers)} worker(s)) exceed {max_points}; use a coarser grid or "
+                   f"pass --allow-large")
+
+
 def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
                flag: str = "--d") -> None:
     """Refuse (exit 2) a finite-d run whose memory estimate does not fit, unless

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 from ..progress import progress_bar as _progress
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
+                     check_grid_size, grid_count,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
                      flag_error, mc_options, one_line, prepare_path, problem_from_args,
                      target_text)
@@ -68,34 +68,13 @@ MAX_GRID_POINTS = 512 * 512
 SECONDS_PER_POINT = {True: 0.06, False: 10.0}
 
 
-#: bytes held per grid point while a diagram is assembled (about 16 float64 fields in
-#: the arrays of both sweeps, the point's JSON record and its file name)
-BYTES_PER_POINT = 4096
-
-
 def _check_grid_size(args: argparse.Namespace, problem) -> None:
-    """Refuse a grid before any of it is built: the point count (and the time it
-    would take) beyond MAX_GRID_POINTS unless --allow-large; memory always."""
-    from amp_attention.resources import memory_shortfall
-
-    counts = []
-    for flag, n in (("--alpha-range", args.alpha_range[2]), ("--lam-range", args.lam_range[2])):
-        if not (math.isfinite(n) and n == int(n) and n >= 1):
-            raise CLIError(f"argument {flag}: number of grid points N must be an integer >= 1, "
-                           f"got {n!r}")
-        counts.append(int(n))
-    points = counts[0] * counts[1]
-    short = memory_shortfall(BYTES_PER_POINT * points)
-    if short:
-        raise CLIError(f"argument --alpha-range/--lam-range: a grid of {points} points {short}; "
-                       f"use a coarser grid")
-    if points <= MAX_GRID_POINTS or args.allow_large:
-        return
-    workers = max(1, args.workers)
-    hours = 2 * points * SECONDS_PER_POINT[closed_form(problem.task.channel)] / workers / 3600
-    raise CLIError(f"argument --alpha-range/--lam-range: {points} grid points ({2 * points} "
-                   f"point files, about {hours:.3g} h on {workers} worker(s)) exceed "
-                   f"{MAX_GRID_POINTS}; use a coarser grid or pass --allow-large")
+    n_alpha = grid_count("--alpha-range", args.alpha_range[2])
+    n_lam = grid_count("--lam-range", args.lam_range[2])
+    # two sweep directions: two point files and two solves per grid point
+    check_grid_size("--alpha-range/--lam-range", n_alpha * n_lam, MAX_GRID_POINTS,
+                    2 * SECONDS_PER_POINT[closed_form(problem.task.channel)], args.workers,
+                    args.allow_large)
 
 
 def run(args: argparse.Namespace) -> int:

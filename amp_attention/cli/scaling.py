@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from ..files import atomic_write_csv, atomic_write_json
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
+                     add_allow_large, check_grid_size, grid_count, one_line,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
                      flag_error, mc_options, prepare_path, problem_from_args)
 
@@ -60,9 +62,17 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="output directory; rerunning with the same DIR resumes "
                         "(default: ./amp-attention-scaling)")
     add_mc_group(sc)
-    add_execution_flags(sc.add_argument_group("execution"), 0,
-                        "alpha chains (contiguous warm-started runs of points)")
+    g = sc.add_argument_group("execution")
+    add_execution_flags(g, 0, "alpha chains (contiguous warm-started runs of points)")
+    add_allow_large(g)
     sc.set_defaults(func=run)
+
+
+#: alpha points above which scaling asks for --allow-large
+MAX_POINTS = 2000
+#: seconds per point, for the estimate (measured: 0.9 s at target-d 400 for the linear
+#: channel, docs/performance.md; ~10 s for a Monte-Carlo channel at its defaults)
+SECONDS_PER_POINT = {True: 1.0, False: 10.0}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +92,16 @@ def run(args: argparse.Namespace) -> int:
     if not (0 < lo < hi and n_pts == int(n_pts) and n_pts >= 3):
         raise CLIError(f"argument --alpha-range: needs 0 < LO < HI and an integer N >= 3, "
                        f"got {lo:g} {hi:g} {n_pts:g}")
-    alphas = tuple(float(a) for a in np.geomspace(lo, hi, int(n_pts)))
+    n_pts = grid_count("--alpha-range", n_pts, 3)
+    check_grid_size("--alpha-range", n_pts, MAX_POINTS,
+                    SECONDS_PER_POINT[closed_form(problem.task.channel)], args.workers,
+                    args.allow_large)
+    for end in (lo, hi):
+        try:  # both ends (hence every point) must be valid problems before any is solved
+            dataclasses.replace(problem, alpha=end)
+        except ValueError as exc:
+            raise CLIError(f"argument --alpha-range: {one_line(str(exc))}") from None
+    alphas = tuple(float(a) for a in np.geomspace(lo, hi, n_pts))
     if args.e0 == "fit":
         e0 = None
     else:
