@@ -12,8 +12,9 @@ shown with ``$`` and followed by an ``amp-attention...error:`` line is expected 
 fail with exit 2 and exactly that line on stderr; every other command must exit 0.
 Python blocks (```python) run in order, one namespace per document.
 
-Everything runs in a fresh temporary directory, so outputs never land in the
-repository.  CI (.ci/run) runs this after the test suite; tests/test_docs.py checks
+Everything runs in a fresh temporary directory (one subdirectory per document and
+per ``--help``: two documents may use the same ``--out`` for different parameters),
+so outputs never land in the repository.  CI (.ci/run) runs this after the test suite; tests/test_docs.py checks
 the fast part (every command parses, the shown errors are exact, no Python block
 uses an undefined name) in the default test run.
 """
@@ -227,9 +228,14 @@ def main(argv: list[str] | None = None) -> int:
     rows, failed = [], 0
     with tempfile.TemporaryDirectory(prefix="amp-docs-") as tmp:
         cwd = Path(tmp)
-        prepare_fixtures(cwd)
         for c in commands:
-            r = run_command(c, cwd)
+            # one directory per document (and per --help): examples of different
+            # documents may use the same --out for different parameters
+            doc_dir = cwd / re.sub(r"[^A-Za-z0-9]+", "_", c.doc.split(":")[0]).strip("_")
+            if not doc_dir.exists():
+                doc_dir.mkdir()
+                prepare_fixtures(doc_dir)
+            r = run_command(c, doc_dir)
             rows.append({"where": f"{c.doc}:{c.line}", "what": c.text, **r})
             failed += not r["ok"]
             print(f"{'ok  ' if r['ok'] else 'FAIL'} {r['seconds']:7.1f} s  {c.doc}:{c.line}: "

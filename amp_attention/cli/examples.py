@@ -57,9 +57,9 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
     "scaling": [
         ("amp-attention scaling --gamma 1.5 --target-d 60 --alpha-range 0.5 8 6 --out sc",
          "power-law target: e_test over n, the four-way decomposition, fitted exponents"),
-        ("amp-attention scaling --gamma 1.5 --target-d 60 --alpha-range 0.5 8 6 "
+        ("amp-attention scaling --gamma 1.5 --target-d 60 --alpha-range 0.5 8 6 --noise 0.5 "
          "--lam-exponent 0.5 --out sc-lam",
-         "the same with weight decay lam n^-0.5 decreasing with n"),
+         "noisy labels (Delta = 0.5), weight decay lam n^-0.5 decreasing with n"),
     ],
     "quickstart": [
         ("amp-attention quickstart --no-erm --out qs",
