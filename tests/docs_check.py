@@ -78,6 +78,23 @@ def _command_argv(text: str) -> list[str] | None:
     return shlex.split(text)
 
 
+#: a Python line documented to raise: ``call(...)   # SomeError: message (...) rest``
+RAISES = re.compile(r"^(?P<code>\S.*?)\s+#\s*(?P<exc>[A-Z]\w*(?:Error|Exception)):\s*(?P<msg>.*)$")
+
+
+def expect_raise(line: str) -> str:
+    """A line documented as raising becomes a check that it raises that exception with
+    that message ("(...)" in the documented message stands for any text)."""
+    m = RAISES.match(line)
+    if m is None:
+        return line
+    parts = [p.strip() for p in m.group("msg").split("(...)") if p.strip()]
+    return (f"try:\n    {m.group('code')}\nexcept {m.group('exc')} as _exc:\n"
+            f"    _pos = 0\n    for _part in {parts!r}:\n"
+            f"        _pos = str(_exc).index(_part, _pos) + len(_part)\n"
+            f"else:\n    raise AssertionError('documented to raise {m.group('exc')}')")
+
+
 def extract(doc: str) -> DocExamples:
     """The commands and Python blocks of one document (path relative to the repo)."""
     source = (ROOT / doc).read_text()
@@ -106,6 +123,7 @@ def extract(doc: str) -> DocExamples:
             j += 1
         body = lines[start:j]
         if kind == "python":
+            body = [expect_raise(line) for line in body]
             out.python.append(PythonBlock(doc, start + 1, "\n".join(body) + "\n"))
         elif kind in ("", "sh", "console", "bash", "shell"):
             k = 0

@@ -71,6 +71,8 @@ def _undefined_names(sources: list[str]) -> set[str]:
                 defined.add(node.name)
             elif isinstance(node, ast.arg):
                 defined.add(node.arg)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                defined.add(node.name)
     return loaded - defined
 
 
