@@ -113,6 +113,13 @@ class SEResult(Result):
     residual_kurtosis: float | None = None
     residual_kurtosis_stderr: float | None = None
     finite_size_warning: str = ""
+    #: "erm" (this module) or "bayes" (amp_attention.solvers.bayes_optimal: the MMSE estimator)
+    estimator: str = "erm"
+    #: estimator "bayes": the clean test error of g(h(posterior mean)) (test_error is that
+    #: of the Bayes predictor E[g(h*) | data])
+    plugin_test_error: float | None = None
+    #: estimator "bayes": the MMSE vanished (to the SE's resolution)
+    perfect_recovery: bool | None = None
     spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)

@@ -33,7 +33,16 @@ without one falls back to the generic path:
     ``L``, ``noise`` and ``noise_at`` (e.g. ``("beta",)``);
 ``validated_tokens``
     the token counts L at which the channel's SE has been checked against
-    simulation (docs/validation.md); None: every L (absent: none).
+    simulation (docs/validation.md); None: every L (absent: none);
+``bayes_q_hat(V, alpha) -> float``
+    the Bayes-optimal conjugate qhat = 2 alpha E||g_out||^2 of the posterior output
+    function at posterior variance V = Q0 - q per u-coordinate, in closed form
+    (docs/theory.md "Bayes-optimal baseline"); absent or raising ValueError: no
+    closed form at these parameters;
+``posterior_batch(y, omega, V)``
+    the posterior output function on data (Bayes-optimal GAMP): a
+    :class:`ProxBatch` with uhat = E[u* | y, omega] for the prior u* ~ N(omega, V),
+    g_out = (uhat - omega)/V and trace_term = -V tr dg_out/domega.
 
 Built-in channels are listed in :mod:`.registry`; a user channel is any object
 with these members (usually a :class:`~amp_attention.channels.custom.CustomChannel`
@@ -188,7 +197,8 @@ REQUIRED_MEMBERS = ("name", "L", "K", "M", "noise", "noise_at", "noise_dim", "ou
 OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "zero_loss_geometry": None, "output_jacobian": None,
                                     "hessian_batch": None, "convex": False, "outputs_are_h": False,
-                                    "parameters": (), "validated_tokens": ()}
+                                    "parameters": (), "validated_tokens": (),
+                                    "bayes_q_hat": None, "posterior_batch": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

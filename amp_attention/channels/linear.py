@@ -79,6 +79,26 @@ class LinearChannel:
         e_test = float(np.sum(2.0 * c) * E)
         return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
 
+    # ---------------------------------------------------------- Bayes-optimal
+    def bayes_q_hat(self, V: float, alpha: float) -> float:
+        """qhat = 2 alpha sum_k 1/(V + Delta/tau_k^2): y_k/tau_k = u*_k + noise of variance
+        Delta/tau_k^2, so g_out = (y_k/tau_k - omega_k)/(V + Delta/tau_k^2) and
+        E g_out^2 = 1/(V + Delta/tau_k^2) (docs/theory.md "Bayes-optimal baseline")."""
+        with np.errstate(divide="ignore"):
+            return 2.0 * alpha * float(np.sum(1.0 / (V + self.noise / self.tau**2)))
+
+    def posterior_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
+        """E[u* | y, omega] for u* ~ N(omega, V), y = tau u* + sqrt(Delta) xi:
+        g_out = (y/tau - omega)/(V + Delta/tau^2), d g_out/d omega = -1/(V + Delta/tau^2)."""
+        Y = as_2d("y", y, self.K)
+        Omega = as_2d("omega", omega, self.K)
+        n = Y.shape[0]
+        Vm = variance_matrix(V, n, self.K)
+        den = Vm + self.noise / self.tau**2
+        g = (Y / self.tau - Omega) / den
+        trace = np.sum(Vm / den, axis=1)
+        return ProxBatch(Omega + Vm * g, g, trace, np.zeros(n), np.zeros(n, dtype=bool), 0)
+
     def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
         """K equations per sample, label noise (variance ``noise``, default the
         channel's Delta) of u-variance Delta / tau_k^2 each."""

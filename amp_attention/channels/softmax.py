@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .base import ZeroLossGeometry
+from .base import ProxBatch, ZeroLossGeometry, as_2d, variance_matrix
 from .newton import BuiltinNewtonChannel, softmax_rows
 
 
@@ -59,6 +59,47 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         """d g(h(u)) / du, shape (n, M, K)."""
         _, D = self.row_softmax_jacobian(U)
         return D.reshape(D.shape[0], self.K, self.M).transpose(0, 2, 1)
+
+    # ---------------------------------------------------------- Bayes-optimal
+    def _no_bayes_closed_form(self) -> None:
+        if self.noise > 0:
+            raise ValueError("noise: the Bayes-optimal output function of the softmax channel "
+                             "has a closed form only for noiseless labels (noise = 0); with "
+                             "label noise it needs K-dimensional Z_out integrals, which are "
+                             "not implemented yet")
+
+    def bayes_q_hat(self, V: float, alpha: float) -> float:
+        """Noiseless labels fix u* up to the flat direction e_k = 1/tau_k (h + c 11^T gives
+        the same rows), so E[u* | y, omega] - omega is the projection of u* - omega off e
+        and qhat = 2 alpha (K - 1)/V for every beta (docs/theory.md "Bayes-optimal
+        baseline")."""
+        self._no_bayes_closed_form()
+        return 2.0 * alpha * (self.K - 1) / V
+
+    def consistent_u(self, y: np.ndarray) -> np.ndarray:
+        """A u with softmax_rows(beta h(u)) = y for noiseless labels y (n, L^2): the
+        least-squares row normalisers of log y (class docstring), exact up to the
+        flat direction."""
+        Y = np.log(np.clip(as_2d("y", y, self.M), 1e-300, None)).reshape(-1, self.L, self.L)
+        c = np.mean(Y - Y.transpose(0, 2, 1), axis=1)  # c_b = mean_a (log y_ab - log y_ba)
+        H = (Y + Y.transpose(0, 2, 1) + c[:, :, None] + c[:, None, :]) / (2.0 * self.beta)
+        return H[:, self._ka, self._kb] / self._tau
+
+    def posterior_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
+        """E[u* | y, omega] for u* ~ N(omega, diag V) and noiseless y: on the line
+        u_y + t e (e = 1/tau), t = sum_k e_k (omega_k - u_y,k)/V_k / sum_k e_k^2/V_k;
+        trace_term = -sum_k V_k d g_k/d omega_k = K - 1."""
+        self._no_bayes_closed_form()
+        Omega = as_2d("omega", omega, self.K)
+        n = Omega.shape[0]
+        Vm = variance_matrix(V, n, self.K)
+        uy = self.consistent_u(y)
+        e = 1.0 / self._tau
+        w = e / Vm
+        t = np.sum(w * (Omega - uy), axis=1) / np.sum(w * e, axis=1)
+        mean = uy + t[:, None] * e
+        return ProxBatch(mean, (mean - Omega) / Vm, np.full(n, self.K - 1.0), np.zeros(n),
+                         np.zeros(n, dtype=bool), 0)
 
     def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
         """K - 1 equations per sample: h and h + c 11^T give the same rows.  The logit

@@ -1,0 +1,352 @@
+"""Bayes-optimal state evolution (docs/theory.md "Bayes-optimal baseline"): the best error any
+estimator can reach on the same data.
+
+The Nishimori identities collapse the SE to one scalar: with e = Q0 - q the MMSE
+(= V, the posterior variance of every u-coordinate),
+
+    qhat = channel.bayes_q_hat(e, alpha)        (posterior output function)
+    e'   = mmse(qhat)                             (Bayes-optimal matrix denoising)
+
+and a fixed point is e = e'.  The map e -> mmse(qhat(e)) is increasing (a
+larger posterior variance gives a smaller qhat, hence a larger mmse), so the
+plain iteration is monotone and never jumps over the nearest fixed point; it
+is accelerated by secant steps that are kept only while they stay on the same
+side, and finished by Brent's method once a fixed point is bracketed.  Two
+starts: uninformative (e = Q0 - m1^2, the prior mean sqrt-like I*Tr(S0)/d) and
+informative (e = 1e-6 of that).  When they end at different points the one of
+larger free entropy is the equilibrium: along the channel's curve
+qhat = qhat(q) the replica potential changes by
+
+    dPhi = (1/2) (F(q) - q) dqhat,     F(q) = Q0 - mmse(qhat(q)),
+
+so Phi(b) - Phi(a) = (1/2) int_{e_a}^{e_b} G(e) qhat'(e) de with G = e - mmse
+(Gauss-Legendre in log e).  A perfect-recovery point (e -> 0 with
+mmse(qhat(e))/e -> r < 1) has Phi = +inf relative to any other and wins.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from amp_attention.channels import channel_for
+from amp_attention.channels.base import optional_member
+from amp_attention.denoisers import BayesDenoiserFunctionals, BayesOptimal
+from amp_attention.result import Status
+from amp_attention.spec import Problem
+from amp_attention.targets import target_measure
+
+from .state_evolution import SEResult, _check_solver_options
+
+#: the informative start: e0 = this times the prior variance Q0 - m1^2
+INFORMATIVE_START = 1e-6
+#: the smallest MMSE the SE resolves, relative to Q0: below it (qhat ~ 1e7 and more) the
+#: free-convolution quadrature of the denoiser needs thousands of nodes per panel, so an
+#: iteration still contracting there is reported as perfect recovery
+PR_RESOLUTION = 1e-7
+
+
+@dataclass(frozen=True)
+class ScalarSolve:
+    """One start of the scalar BO fixed point: e (the MMSE), the denoiser's output there,
+    iterations, residual |e - mmse(qhat(e))| / Q0, status and message."""
+
+    e: float
+    den: BayesDenoiserFunctionals
+    q_hat: float
+    iterations: int
+    residual: float
+    status: Status
+    message: str = ""
+
+    @property
+    def converged(self) -> bool:
+        return self.status is Status.CONVERGED
+
+
+class BayesStateEvolution:
+    """The scalar BO SE map of one problem (module docstring); the learner is not used."""
+
+    def __init__(self, problem: Problem, channel=None):
+        self.problem = problem
+        channel = channel_for(problem.task) if channel is None else channel
+        self.channel = channel
+        self._q_hat = optional_member(channel, "bayes_q_hat")
+        if self._q_hat is None:
+            raise ValueError(
+                f"channel: the Bayes-optimal state evolution needs the posterior output "
+                f"function of the {channel.name} channel in closed form (bayes_q_hat), which "
+                "it does not provide; available: linear (any L and noise), softmax with "
+                "noise = 0 (any L and beta)")
+        self.target = target_measure(problem.target)
+        self.denoiser = BayesOptimal(self.target)
+        self.Q0 = self.target.moment(2)
+        self.m1 = self.target.moment(1)
+        self.e_max = self.Q0 - self.m1 * self.m1
+        self.alpha = problem.alpha
+        # raises ValueError now (e.g. a noisy softmax) rather than inside the iteration
+        self.q_hat(self.e_max)
+
+    def q_hat(self, e: float) -> float:
+        """qhat of the posterior output function at posterior variance e."""
+        return float(self._q_hat(e, self.alpha))
+
+    def evaluate(self, e: float) -> tuple[float, BayesDenoiserFunctionals, float]:
+        """(G(e) = e - mmse(qhat(e)), the denoiser's output, qhat)."""
+        qh = self.q_hat(e)
+        den = self.denoiser.bayes_functionals(qh)
+        return e - den.mmse, den, qh
+
+    # ------------------------------------------------------------------ solve
+    def solve_from(self, e0: float, *, tol: float, max_iter: int) -> ScalarSolve:
+        """Monotone iteration with same-side secant steps, then Illinois regula falsi on a
+        bracket.  Converged when |G(e)| <= tol * e (a relative fixed point), or with
+        perfect recovery when e <= PR_RESOLUTION * Q0 while still decreasing (e* = 0 to
+        the SE's resolution)."""
+        floor = PR_RESOLUTION * self.Q0
+        e = float(e0)
+        G, den, qh = self.evaluate(e)
+        prev: tuple[float, float] | None = None
+        evals = 1
+
+        def done(e: float, G: float) -> bool:
+            return abs(G) <= tol * e or (e <= floor and G >= 0.0)
+
+        def report(e, G, den, qh, status=Status.CONVERGED, msg=""):
+            return ScalarSolve(e, den, qh, evals, abs(G) / max(e, floor), status, msg)
+
+        while not done(e, G):
+            if evals >= max_iter:
+                return report(e, G, den, qh, Status.MAX_ITER,
+                              f"not converged in {max_iter} map evaluations")
+            side = math.copysign(1.0, G)  # > 0: above the nearest fixed point, moving down
+            cand = None
+            if prev is not None and prev[1] != G:
+                cand = e - G * (e - prev[0]) / (G - prev[1])
+                # stay between the current point and the plain iterate's direction, in (0, e_max]
+                if side > 0:
+                    cand = cand if 0.0 < cand < e else (1e-3 * e if cand <= 0.0 else None)
+                    if cand is not None:
+                        # below the resolution the quadrature is slow and nothing is learned
+                        cand = max(cand, 0.9 * floor)
+                else:
+                    cand = cand if e < cand <= self.e_max else None
+            if cand is None:
+                cand = min(max(e - G, 1e-3 * e, min(0.9 * floor, e)), self.e_max)  # mmse(qhat(e))
+                if side < 0:
+                    # moving up from a small e, where mmse(qhat(e)) ~ r e with r slightly
+                    # above 1: expand by factors of 2 (a bracket catches the overshoot)
+                    cand = max(cand, min(2.0 * e, self.e_max))
+            Gc, denc, qhc = self.evaluate(cand)
+            evals += 1
+            if math.copysign(1.0, Gc) != side and Gc != 0.0:
+                return self._bracketed((e, G, den, qh), (cand, Gc, denc, qhc), tol, evals,
+                                       max_iter)
+            prev = (e, G)
+            e, G, den, qh = cand, Gc, denc, qhc
+        return report(e, G, den, qh)
+
+    def _bracketed(self, a, b, tol, evals, max_iter) -> ScalarSolve:
+        """Illinois regula falsi between points a, b = (e, G, den, qhat) with G of opposite
+        signs, until |G| <= tol * e."""
+        wa = wb = 1.0  # Illinois weights: halve the end point kept twice in a row
+        kept = ""
+        while True:
+            best = a if abs(a[1]) < abs(b[1]) else b
+            rel = abs(best[1]) / best[0]
+            closed = abs(b[0] - a[0]) <= 4e-16 * max(a[0], b[0])
+            if rel <= tol or closed or evals >= max_iter:
+                status, msg = Status.CONVERGED, ""
+                if rel > tol:
+                    status, msg = ((Status.UNRESOLVED, f"bracket closed at |e - mmse|/e = "
+                                    f"{rel:.2e} > tol (the map's rounding error)") if closed else
+                                   (Status.MAX_ITER, f"not converged in {max_iter} map evaluations"))
+                return ScalarSolve(best[0], best[2], best[3], evals, rel, status, msg)
+            Ga, Gb = wa * a[1], wb * b[1]
+            ec = (a[0] * Gb - b[0] * Ga) / (Gb - Ga)
+            if not (min(a[0], b[0]) < ec < max(a[0], b[0])):
+                ec = 0.5 * (a[0] + b[0])
+            c = (ec, *self.evaluate(ec))
+            evals += 1
+            if math.copysign(1.0, c[1]) == math.copysign(1.0, b[1]):
+                b, wb = c, 1.0
+                wa = 0.5 * wa if kept == "a" else 1.0
+                kept = "a"
+            else:
+                a, wa = c, 1.0
+                wb = 0.5 * wb if kept == "b" else 1.0
+                kept = "b"
+
+    def free_entropy_gap(self, e_a: float, e_b: float, n: int = 32) -> float:
+        """Phi(e_b) - Phi(e_a) = (1/2) int_{e_a}^{e_b} G(e) qhat'(e) de (module docstring),
+        Gauss-Legendre in log e; both points > 0."""
+        t, w = np.polynomial.legendre.leggauss(n)
+        la, lb = math.log(e_a), math.log(e_b)
+        total = 0.0
+        for ti, wi in zip(t, w):
+            lx = 0.5 * (la + lb) + 0.5 * (lb - la) * ti
+            x = math.exp(lx)
+            h = 1e-6 * x
+            dqh = (self.q_hat(x + h) - self.q_hat(x - h)) / (2 * h)
+            total += wi * self.evaluate(x)[0] * dqh * x
+        return 0.25 * (lb - la) * total
+
+
+def bayes_test_errors(channel, q: float, V: float, *, log2_n: int = 14, replicas: int = 8,
+                      seed: int = 0) -> tuple[float, float, float, float]:
+    """(test error of the Bayes predictor E[g(h*) | data], test error of the plug-in
+    g(h(E[S0 | data])), and their Monte-Carlo standard errors) at the BO point:
+    omega ~ N(0, q I_K) is u of the posterior mean, u* = omega + sqrt(V) z.
+
+    Bayes predictor: E Var[g | omega] = E (1/2)||g(u1) - g(u2)||^2 with u1, u2 two
+    independent draws given omega.  Closed form sum_k tau_k^2 V when the outputs are
+    the entries of h (``outputs_are_h``)."""
+    if optional_member(channel, "outputs_are_h"):
+        tau2 = np.asarray(channel.tau, dtype=float) ** 2
+        err = float(np.sum(tau2)) * V
+        return err, err, 0.0, 0.0
+    from .channel_integrals import sobol_normals
+
+    K = channel.K
+    draws = sobol_normals(3 * K, log2_n, replicas, seed)
+    bayes, plugin = np.empty(replicas), np.empty(replicas)
+    sq, sv = math.sqrt(max(q, 0.0)), math.sqrt(max(V, 0.0))
+    for r in range(replicas):
+        w, z1, z2 = draws[r, :, :K], draws[r, :, K:2 * K], draws[r, :, 2 * K:]
+        omega = sq * w
+        g0 = channel.outputs(channel.h_from_u(omega))
+        g1 = channel.outputs(channel.h_from_u(omega + sv * z1))
+        g2 = channel.outputs(channel.h_from_u(omega + sv * z2))
+        bayes[r] = 0.5 * float(np.mean(np.sum((g1 - g2) ** 2, axis=1)))
+        plugin[r] = 0.5 * float(np.mean(np.sum((g1 - g0) ** 2, axis=1)
+                                        + np.sum((g2 - g0) ** 2, axis=1)))
+    k = math.sqrt(replicas)
+    return (float(bayes.mean()), float(plugin.mean()), float(bayes.std(ddof=1) / k),
+            float(plugin.std(ddof=1) / k))
+
+
+def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int = 200,
+                        start: str = "both", channel=None, log2_n: int = 14, replicas: int = 8,
+                        seed: int = 0) -> SEResult:
+    """The Bayes-optimal fixed point of ``problem`` as an :class:`SEResult` with
+    ``estimator = "bayes"`` (docs/theory.md "Bayes-optimal baseline"; the learner is not used).
+
+    Fields: matrix_mse = V = the MMSE, m = q = Q0 - MMSE (Nishimori),
+    m_hat = q_hat = V_hat = qhat, test_error = the error of the Bayes predictor
+    E[g(h*) | data] (closed form for the linear channel, RQMC with ``2**log2_n``
+    points x ``replicas`` otherwise, standard error in ``mc_stderr``),
+    plugin_test_error = that of g(h(posterior mean)), trace_per_d = Tr(S0)/d
+    (known exactly), rank_fraction = 1; train_error and loss are not defined
+    (NaN).  ``start``: "both" (uninformative and informative; the larger free
+    entropy is reported, ``metastable`` flags distinct fixed points),
+    "uninformative" or "informative".
+    """
+    _check_solver_options("anderson", start, tol, max_iter, 1.0)
+    t0 = time.perf_counter()
+    se = BayesStateEvolution(problem, channel)
+    starts = {"uninformative": se.e_max, "informative": INFORMATIVE_START * se.e_max}
+    names = ("uninformative", "informative") if start == "both" else (start,)
+    runs = {name: se.solve_from(starts[name], tol=tol, max_iter=int(max_iter)) for name in names}
+    best = _equilibrium(se, runs, tol)
+    run = runs[best]
+    alternative, metastable = None, False
+    for name, other in runs.items():
+        if name == best:
+            continue
+        metastable = bool(other.converged and run.converged and not _same(se, other, run, tol))
+        alternative = {"start": name, "converged": other.converged,
+                       "status": other.status.value, "message": other.message,
+                       "matrix_mse": other.e, "q": se.Q0 - other.e}
+    e = run.den.mmse  # the map's output at the final iterate (= run.e to tol)
+    q = se.Q0 - e
+    test, plugin, s_test, s_plugin = bayes_test_errors(se.channel, q, e, log2_n=log2_n,
+                                                       replicas=replicas, seed=seed)
+    closed = bool(optional_member(se.channel, "outputs_are_h"))
+    nan = float("nan")
+    return SEResult(
+        m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
+        test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
+        iterations=run.iterations, residual=run.residual, start=best, metastable=metastable,
+        alternative=alternative, quadrature_error=run.den.quadrature_error,
+        mc_stderr=None if closed else {"test_error": s_test, "plugin_test_error": s_plugin},
+        mc_error_method="" if closed else f"spread over {replicas} RQMC replicas of "
+                                          f"2^{log2_n} points (the fixed point has no MC error)",
+        seconds=time.perf_counter() - t0,
+        method="monotone iteration with same-side secant steps, Brent on a bracket",
+        estimator="bayes", plugin_test_error=plugin,
+        perfect_recovery=bool(e <= PR_RESOLUTION * se.Q0),
+        success=run.converged, status=run.status, message=run.message)
+
+
+def _equilibrium(se: BayesStateEvolution, runs: dict[str, ScalarSolve], tol: float) -> str:
+    """The start whose fixed point has the larger free entropy (module docstring)."""
+    ok = [k for k, r in runs.items() if r.converged]
+    if len(ok) < 2:
+        return ok[0] if ok else min(runs, key=lambda k: runs[k].residual)
+    a, b = (runs[k] for k in ok)
+    if _same(se, a, b, tol):
+        return ok[0]
+    if min(a.e, b.e) <= PR_RESOLUTION * se.Q0:  # perfect recovery is stable there: Phi = +inf
+        return ok[0] if a.e < b.e else ok[1]
+    return ok[1] if se.free_entropy_gap(a.e, b.e) > 0 else ok[0]
+
+
+def _same(se: BayesStateEvolution, a: ScalarSolve, b: ScalarSolve, tol: float) -> bool:
+    """Two converged starts found the same fixed point (or both perfect recovery)."""
+    floor = PR_RESOLUTION * se.Q0
+    if a.e <= floor and b.e <= floor:
+        return True
+    return abs(a.e - b.e) <= 1e3 * tol * max(a.e, b.e)
+
+
+# ------------------------------------------------------------------ thresholds
+#: signal-to-noise ratios of the Richardson extrapolation of qhat * mmse(qhat)
+HIGH_SNR = (1e5, 1e6)
+
+
+def bayes_perfect_recovery_threshold(problem: Problem):
+    """alpha_PR of the Bayes-optimal estimator for noiseless labels (the problem's noise
+    is set to 0; its alpha and learner are ignored), from the SE: perfect recovery
+    (e = 0) is a stable fixed point iff mmse(qhat(e))/e -> c / (2 alpha r) < 1 as
+    e -> 0, where c = lim qhat mmse(qhat) (the prior side: Richardson from
+    qhat = 1e5, 1e6) and qhat(e) e -> 2 alpha r (the channel: r equations per
+    sample).  So alpha_PR = c / (2 r).  Parameter counting predicts
+    c = 2 rho - rho^2 for a target of rank fraction rho (the tangent space of the
+    rank-rho d PSD matrices), i.e. alpha_PR = (rho - rho^2/2) / r
+    (docs/theory.md "Bayes-optimal baseline")."""
+    import dataclasses
+
+    from .thresholds import ThresholdResult
+
+    task = dataclasses.replace(problem.task, noise=0.0)
+    se = BayesStateEvolution(dataclasses.replace(problem, task=task, alpha=1.0))
+    e = 1e-9 * se.Q0
+    r_eq = e * se.q_hat(e) / 2.0  # alpha = 1
+    c1, c2 = (qh * se.denoiser.bayes_functionals(qh).mmse for qh in HIGH_SNR)
+    ratio = HIGH_SNR[1] / HIGH_SNR[0]
+    c = (ratio * c2 - c1) / (ratio - 1.0)
+    rho = se.target.positive_mass()
+    count = "" if rho is None else (f"; parameter counting (rho - rho^2/2)/r = "
+                                    f"{(rho - rho * rho / 2) / r_eq:.10g} at rank fraction "
+                                    f"rho = {rho:.6g}")
+    method = (f"Bayes-optimal SE, noiseless: alpha_PR = c/(2r), c = lim qhat mmse(qhat) = {c:.10g} "
+              f"(Richardson from qhat = {HIGH_SNR[0]:g}, {HIGH_SNR[1]:g}; change {abs(c - c2):.1e}), "
+              f"r = {r_eq:.6g} equations per sample{count}")
+    return ThresholdResult("bayes_perfect_recovery", c / (2.0 * r_eq), 0.0, math.nan,
+                           int(round(r_eq)), 0.0, method, residual=abs(c - c2) / (2.0 * r_eq),
+                           success=True, status=Status.CONVERGED, message="")
+
+
+def bayes_weak_recovery_slope(problem: Problem) -> float:
+    """d MMSE / d alpha at alpha -> 0+ (the problem's alpha is ignored): the prior side's
+    linear response d mmse/d qhat = -(Q0 - m1^2)^2 times qhat(e_max)/alpha.  It is
+    non-zero, so the traceless part of S0 is learned from alpha = 0+ on (no
+    weak-recovery threshold for these targets, whose prior mean Tr(S0)/d I is
+    non-zero)."""
+    import dataclasses
+
+    se = BayesStateEvolution(dataclasses.replace(problem, alpha=1.0))
+    return -se.e_max ** 2 * se.q_hat(se.e_max)
