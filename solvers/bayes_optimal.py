@@ -4,7 +4,7 @@ estimator can reach on the same data.
 The Nishimori identities collapse the SE to one scalar: with e = Q0 - q the MMSE
 (= V, the posterior variance of every u-coordinate),
 
-    qhat = channel.bayes_q_hat(e, alpha)        (posterior output function)
+    qhat = channel.bayes_q_hat(e, Q0, alpha)    (posterior output function)
     e'   = mmse(qhat)                             (Bayes-optimal matrix denoising)
 
 and a fixed point is e = e'.  The map e -> mmse(qhat(e)) is increasing (a
@@ -39,6 +39,7 @@ from amp_attention.result import Status
 from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
+from .bayes_channel_integrals import BayesMonteCarloOptions, MonteCarloBayesChannel
 from .state_evolution import SEResult, _check_solver_options
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
@@ -70,29 +71,48 @@ class ScalarSolve:
 class BayesStateEvolution:
     """The scalar BO SE map of one problem (module docstring); the learner is not used."""
 
-    def __init__(self, problem: Problem, channel=None):
+    def __init__(self, problem: Problem, channel=None, mc: BayesMonteCarloOptions | None = None,
+                 *, mc_channel: MonteCarloBayesChannel | None = None):
         self.problem = problem
         channel = channel_for(problem.task) if channel is None else channel
         self.channel = channel
-        self._q_hat = optional_member(channel, "bayes_q_hat")
-        if self._q_hat is None:
-            raise ValueError(
-                f"channel: the Bayes-optimal state evolution needs the posterior output "
-                f"function of the {channel.name} channel in closed form (bayes_q_hat), which "
-                "it does not provide; available: linear (any L and noise), softmax with "
-                "noise = 0 (any L and beta)")
         self.target = target_measure(problem.target)
         self.denoiser = BayesOptimal(self.target)
         self.Q0 = self.target.moment(2)
         self.m1 = self.target.moment(1)
         self.e_max = self.Q0 - self.m1 * self.m1
         self.alpha = problem.alpha
-        # raises ValueError now (e.g. a noisy softmax) rather than inside the iteration
-        self.q_hat(self.e_max)
+        self.options = mc or BayesMonteCarloOptions()
+        self.mc: MonteCarloBayesChannel | None = mc_channel
+        if mc_channel is not None:
+            self._q_hat = mc_channel.bayes_q_hat
+            return
+        closed = optional_member(channel, "bayes_q_hat")
+        why = "it provides no closed form (bayes_q_hat)"
+        if closed is not None:
+            try:
+                closed(self.e_max, self.Q0, self.alpha)
+            except ValueError as exc:
+                closed, why = None, str(exc)
+        if closed is not None:
+            self._q_hat = closed
+            return
+        try:
+            self.mc = MonteCarloBayesChannel.from_options(channel, self.options)
+        except ValueError as exc:
+            raise ValueError(f"{exc}; and {why}") from None
+        self._q_hat = self.mc.bayes_q_hat
+
+    def coarse(self) -> "BayesStateEvolution | None":
+        """The same map on the coarse prefix of the Monte-Carlo points (None: closed form)."""
+        if self.mc is None or self.options.coarse_log2_n >= self.mc.log2_n:
+            return None
+        return BayesStateEvolution(self.problem, self.channel, self.options,
+                                   mc_channel=self.mc.prefix(self.options.coarse_log2_n))
 
     def q_hat(self, e: float) -> float:
         """qhat of the posterior output function at posterior variance e."""
-        return float(self._q_hat(e, self.alpha))
+        return float(self._q_hat(e, self.Q0, self.alpha))
 
     def evaluate(self, e: float) -> tuple[float, BayesDenoiserFunctionals, float]:
         """(G(e) = e - mmse(qhat(e)), the denoiser's output, qhat)."""
@@ -101,7 +121,14 @@ class BayesStateEvolution:
         return e - den.mmse, den, qh
 
     # ------------------------------------------------------------------ solve
-    def solve_from(self, e0: float, *, tol: float, max_iter: int) -> ScalarSolve:
+    def slope(self, e: float) -> float:
+        """G'(e) by a central difference (rel. step 1e-4; one-sided at e_max)."""
+        h = 1e-4 * e
+        hi = min(e + h, self.e_max)
+        return (self.evaluate(hi)[0] - self.evaluate(e - h)[0]) / (hi - e + h)
+
+    def solve_from(self, e0: float, *, tol: float, max_iter: int,
+                   slope: float | None = None) -> ScalarSolve:
         """Monotone iteration with same-side secant steps, then Illinois regula falsi on a
         bracket.  Converged when |G(e)| <= tol * e (a relative fixed point), or with
         perfect recovery when e <= PR_RESOLUTION * Q0 while still decreasing (e* = 0 to
@@ -124,8 +151,13 @@ class BayesStateEvolution:
                               f"not converged in {max_iter} map evaluations")
             side = math.copysign(1.0, G)  # > 0: above the nearest fixed point, moving down
             cand = None
+            secant = None
             if prev is not None and prev[1] != G:
-                cand = e - G * (e - prev[0]) / (G - prev[1])
+                secant = (G - prev[1]) / (e - prev[0])
+            elif slope is not None and slope > 0:
+                secant = slope  # e.g. the coarse level's G' at its fixed point
+            if secant is not None:
+                cand = e - G / secant
                 # stay between the current point and the plain iterate's direction, in (0, e_max]
                 if side > 0:
                     cand = cand if 0.0 < cand < e else (1e-3 * e if cand <= 0.0 else None)
@@ -228,28 +260,53 @@ def bayes_test_errors(channel, q: float, V: float, *, log2_n: int = 14, replicas
             float(plugin.std(ddof=1) / k))
 
 
+#: RQMC points (2**TEST_LOG2_N per replica) of the Bayes predictor's test error
+TEST_LOG2_N = 14
+
+
 def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int = 200,
-                        start: str = "both", channel=None, log2_n: int = 14, replicas: int = 8,
-                        seed: int = 0) -> SEResult:
+                        start: str = "both", channel=None,
+                        mc: BayesMonteCarloOptions | None = None) -> SEResult:
     """The Bayes-optimal fixed point of ``problem`` as an :class:`SEResult` with
     ``estimator = "bayes"`` (docs/theory.md "Bayes-optimal baseline"; the learner is not used).
 
     Fields: matrix_mse = V = the MMSE, m = q = Q0 - MMSE (Nishimori),
     m_hat = q_hat = V_hat = qhat, test_error = the error of the Bayes predictor
-    E[g(h*) | data] (closed form for the linear channel, RQMC with ``2**log2_n``
-    points x ``replicas`` otherwise, standard error in ``mc_stderr``),
-    plugin_test_error = that of g(h(posterior mean)), trace_per_d = Tr(S0)/d
-    (known exactly), rank_fraction = 1; train_error and loss are not defined
-    (NaN).  ``start``: "both" (uninformative and informative; the larger free
-    entropy is reported, ``metastable`` flags distinct fixed points),
-    "uninformative" or "informative".
+    E[g(h*) | data] (closed form for outputs that are the entries of h, else RQMC
+    with 2**TEST_LOG2_N points x ``mc.replicas``), plugin_test_error = that of
+    g(h(posterior mean)), trace_per_d = Tr(S0)/d (known exactly), rank_fraction = 1;
+    train_error and loss are not defined (NaN).  ``start``: "both" (uninformative
+    and informative; the larger free entropy is reported, ``metastable`` flags
+    distinct fixed points), "uninformative" or "informative".
+
+    Channels without a closed-form posterior output function (output noise on
+    softmax, seq2lab, user channels) are integrated by nested RQMC
+    (:class:`~amp_attention.solvers.bayes_channel_integrals.BayesMonteCarloOptions`
+    ``mc``); the spread of its replicas is propagated through the scalar fixed
+    point (delta method) into ``mc_stderr``.
     """
     _check_solver_options("anderson", start, tol, max_iter, 1.0)
     t0 = time.perf_counter()
-    se = BayesStateEvolution(problem, channel)
+    se = BayesStateEvolution(problem, channel, mc)
+    coarse = se.coarse()
     starts = {"uninformative": se.e_max, "informative": INFORMATIVE_START * se.e_max}
     names = ("uninformative", "informative") if start == "both" else (start,)
-    runs = {name: se.solve_from(starts[name], tol=tol, max_iter=int(max_iter)) for name in names}
+    runs, n_coarse, coarse_ends = {}, 0, {}
+    for name in names:
+        e0, slope = starts[name], None
+        if coarse is not None:
+            rc = coarse.solve_from(e0, tol=max(tol, 1e-8), max_iter=int(max_iter))
+            n_coarse += rc.iterations
+            if rc.converged:
+                e0 = min(max(rc.e, PR_RESOLUTION * se.Q0), se.e_max)
+                same = [k for k, ec in coarse_ends.items() if abs(ec - e0) <= 1e-6 * e0]
+                if same:  # the other start's coarse fixed point: one fine solve serves both
+                    runs[name] = runs[same[0]]
+                    continue
+                coarse_ends[name] = e0
+                if e0 > PR_RESOLUTION * se.Q0:
+                    slope = coarse.slope(e0)
+        runs[name] = se.solve_from(e0, tol=tol, max_iter=int(max_iter), slope=slope)
     best = _equilibrium(se, runs, tol)
     run = runs[best]
     alternative, metastable = None, False
@@ -259,26 +316,69 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
         metastable = bool(other.converged and run.converged and not _same(se, other, run, tol))
         alternative = {"start": name, "converged": other.converged,
                        "status": other.status.value, "message": other.message,
-                       "matrix_mse": other.e, "q": se.Q0 - other.e}
+                       "matrix_mse": other.den.mmse, "q": se.Q0 - other.den.mmse}
     e = run.den.mmse  # the map's output at the final iterate (= run.e to tol)
     q = se.Q0 - e
-    test, plugin, s_test, s_plugin = bayes_test_errors(se.channel, q, e, log2_n=log2_n,
-                                                       replicas=replicas, seed=seed)
+    replicas = se.options.replicas
+    test, plugin, s_test, s_plugin = bayes_test_errors(se.channel, q, e, log2_n=TEST_LOG2_N,
+                                                       replicas=replicas, seed=se.options.seed)
     closed = bool(optional_member(se.channel, "outputs_are_h"))
+    stderr, how = None, ""
+    if se.mc is not None:
+        stderr, how = _propagated_stderr(se, run, test, plugin, s_test, s_plugin)
+    elif not closed:
+        stderr = {"test_error": s_test, "plugin_test_error": s_plugin}
+        how = (f"spread over {replicas} RQMC replicas of 2^{TEST_LOG2_N} points of the test "
+               "error (the fixed point is in closed form)")
     nan = float("nan")
     return SEResult(
         m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
         test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
         iterations=run.iterations, residual=run.residual, start=best, metastable=metastable,
         alternative=alternative, quadrature_error=run.den.quadrature_error,
-        mc_stderr=None if closed else {"test_error": s_test, "plugin_test_error": s_plugin},
-        mc_error_method="" if closed else f"spread over {replicas} RQMC replicas of "
-                                          f"2^{log2_n} points (the fixed point has no MC error)",
+        mc_stderr=stderr, mc_error_method=how, iterations_coarse=n_coarse,
         seconds=time.perf_counter() - t0,
-        method="monotone iteration with same-side secant steps, Brent on a bracket",
+        method="monotone iteration with same-side secant steps, Illinois on a bracket"
+               + ("; channel by nested RQMC, two levels" if se.mc is not None else ""),
         estimator="bayes", plugin_test_error=plugin,
         perfect_recovery=bool(e <= PR_RESOLUTION * se.Q0),
         success=run.converged, status=run.status, message=run.message)
+
+
+def _propagated_stderr(se: BayesStateEvolution, run: ScalarSolve, test: float, plugin: float,
+                       s_test: float, s_plugin: float) -> tuple[dict[str, float], str]:
+    """Delta method through the scalar fixed point e = mmse(qhat(e)): replica r shifts
+    qhat by delta_r, hence e by mmse'(qhat) delta_r / (1 - mmse'(qhat) qhat'(e)); the
+    test errors move with e (finite differences on the same draws) and carry their own
+    RQMC spread (independent draws, added in quadrature)."""
+    e, qh = run.e, run.q_hat
+    R = se.options.replicas
+    reps = se.mc.replica_q_hats(e, se.Q0, se.alpha)
+    delta = reps - reps.mean()
+    h = 1e-4 * qh
+    dm_dq = (se.denoiser.bayes_functionals(qh + h).mmse
+             - se.denoiser.bayes_functionals(qh - h).mmse) / (2.0 * h)
+    he = -1e-3 * e if e + 1e-3 * e > se.e_max else 1e-3 * e
+    # qhat'(e) to a few digits is all an error estimate needs: the coarse level's
+    lvl = se.coarse() or se
+    dq_de = (lvl.q_hat(e + he) - lvl.q_hat(e)) / he
+    de = dm_dq * delta / (1.0 - dm_dq * dq_de)
+    dqh = delta + dq_de * de
+
+    def err(x: np.ndarray) -> float:
+        return float(np.std(x, ddof=1) / math.sqrt(R))
+
+    s_e, s_qh = err(de), err(dqh)
+    t2, p2, _, _ = bayes_test_errors(se.channel, se.Q0 - e - he, e + he, log2_n=TEST_LOG2_N,
+                                     replicas=R, seed=se.options.seed)
+    s_t = math.hypot(s_test, (t2 - test) / he * s_e)
+    s_p = math.hypot(s_plugin, (p2 - plugin) / he * s_e)
+    out = {"m": s_e, "q": s_e, "V": s_e, "matrix_mse": s_e, "m_hat": s_qh, "q_hat": s_qh,
+           "V_hat": s_qh, "test_error": s_t, "plugin_test_error": s_p}
+    return out, (f"delta method over {R} replicas of the nested RQMC channel "
+                 f"(2^{se.mc.log2_n} x 2^{se.mc.inner_log2_n} points, smallest effective "
+                 f"inner sample {se.mc.min_ess:.1f}) through the scalar fixed point; test "
+                 f"errors add their own spread over 2^{TEST_LOG2_N} points")
 
 
 def _equilibrium(se: BayesStateEvolution, runs: dict[str, ScalarSolve], tol: float) -> str:

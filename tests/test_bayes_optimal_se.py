@@ -161,14 +161,30 @@ def test_bayes_test_error_monte_carlo_matches_closed_form_for_linear_outputs():
 
 
 def test_unavailable_channels_say_why():
-    with pytest.raises(ValueError, match="noise"):
-        solve_bayes_optimal(Problem(Task("softmax", L=2, noise=0.1), WishartTarget(0.5),
-                                    Learner(), 0.2))
-    with pytest.raises(ValueError, match="seq2lab"):
-        solve_bayes_optimal(Problem(Task("seq2lab", L=2, noise=0.1), WishartTarget(0.5),
-                                    Learner(), 0.2))
+    """Noiseless seq2lab (no closed form, no noise to integrate against) and logit noise
+    on seq2lab are refused, naming the noise; so are bad solver options."""
+    for noise, at in ((0.0, "output"), (0.1, "logit")):
+        with pytest.raises(ValueError, match="noise"):
+            solve_bayes_optimal(Problem(Task("seq2lab", L=2, noise=noise, noise_at=at),
+                                        WishartTarget(0.5), Learner(), 0.2))
     with pytest.raises(ValueError, match="start"):
         solve_bayes_optimal(linear_problem(0.2), start="warm")
+
+
+def test_monte_carlo_channel_fixed_point_and_error_bars():
+    """Noisy softmax (output noise) through the nested RQMC channel, small settings: a
+    converged fixed point with propagated errors, MMSE below the prior variance and
+    above the noiseless MMSE, the Bayes predictor no worse than the plug-in."""
+    from amp_attention.solvers.bayes_channel_integrals import BayesMonteCarloOptions
+
+    mc = BayesMonteCarloOptions(log2_n=9, inner_log2_n=5, replicas=4, coarse_log2_n=7)
+    p = Problem(Task("softmax", L=2, noise=0.1), WishartTarget(0.5), Learner(), 0.1)
+    r = solve_bayes_optimal(p, mc=mc)
+    clean = solve_bayes_optimal(softmax_problem(0.1))
+    assert r.converged and r.mc_stderr["matrix_mse"] > 0 and "delta method" in r.mc_error_method
+    assert clean.matrix_mse < r.matrix_mse < 1.0
+    assert r.test_error <= r.plugin_test_error + 3 * r.mc_stderr["plugin_test_error"]
+    assert r.iterations_coarse > 0
 
 
 def test_perfect_recovery_resolution_is_reported_not_hidden():

@@ -34,7 +34,7 @@ without one falls back to the generic path:
 ``validated_tokens``
     the token counts L at which the channel's SE has been checked against
     simulation (docs/validation.md); None: every L (absent: none);
-``bayes_q_hat(V, alpha) -> float``
+``bayes_q_hat(V, Q0, alpha) -> float``
     the Bayes-optimal conjugate qhat = 2 alpha E||g_out||^2 of the posterior output
     function at posterior variance V = Q0 - q per u-coordinate, in closed form
     (docs/theory.md "Bayes-optimal baseline"); absent or raising ValueError: no

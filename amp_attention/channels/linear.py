@@ -80,7 +80,7 @@ class LinearChannel:
         return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
 
     # ---------------------------------------------------------- Bayes-optimal
-    def bayes_q_hat(self, V: float, alpha: float) -> float:
+    def bayes_q_hat(self, V: float, Q0: float, alpha: float) -> float:
         """qhat = 2 alpha sum_k 1/(V + Delta/tau_k^2): y_k/tau_k = u*_k + noise of variance
         Delta/tau_k^2, so g_out = (y_k/tau_k - omega_k)/(V + Delta/tau_k^2) and
         E g_out^2 = 1/(V + Delta/tau_k^2) (docs/theory.md "Bayes-optimal baseline")."""

@@ -61,45 +61,58 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         return D.reshape(D.shape[0], self.K, self.M).transpose(0, 2, 1)
 
     # ---------------------------------------------------------- Bayes-optimal
-    def _no_bayes_closed_form(self) -> None:
-        if self.noise > 0:
-            raise ValueError("noise: the Bayes-optimal output function of the softmax channel "
-                             "has a closed form only for noiseless labels (noise = 0); with "
-                             "label noise it needs K-dimensional Z_out integrals, which are "
-                             "not implemented yet")
+    def _constrained_basis(self) -> np.ndarray:
+        """A: (K - 1) x K with orthonormal rows spanning the complement of the flat
+        direction e_k = 1/tau_k (h + c 11^T gives the same rows)."""
+        e = 1.0 / self._tau
+        P = np.eye(self.K) - np.outer(e, e) / float(e @ e)
+        w, vecs = np.linalg.eigh(P)
+        return vecs[:, w > 0.5].T
 
-    def bayes_q_hat(self, V: float, alpha: float) -> float:
-        """Noiseless labels fix u* up to the flat direction e_k = 1/tau_k (h + c 11^T gives
-        the same rows), so E[u* | y, omega] - omega is the projection of u* - omega off e
-        and qhat = 2 alpha (K - 1)/V for every beta (docs/theory.md "Bayes-optimal
-        baseline")."""
+    def _no_bayes_closed_form(self) -> None:
+        if self.noise > 0 and self.noise_at == "output":
+            raise ValueError("noise: the Bayes-optimal output function of the softmax channel "
+                             "with noise on the outputs has no closed form (y leaves the range "
+                             "of the softmax); its Z_out integrals are computed by Monte Carlo "
+                             "(amp_attention.solvers.bayes_optimal)")
+
+    def bayes_q_hat(self, V: float, Q0: float, alpha: float) -> float:
+        """Noiseless labels, or noise on the logits: y fixes A(u* + eps) exactly (A of
+        :meth:`_constrained_basis`; eps ~ N(0, D), D = diag(Delta/tau_k^2) the logit noise in
+        u-units, 0 without noise), a linear Gaussian observation of u* ~ N(omega, V I), so
+        qhat = 2 alpha tr((V I + A D A^T)^{-1}) = 2 alpha (K - 1)/V without noise, for every
+        beta (docs/theory.md "Bayes-optimal baseline")."""
         self._no_bayes_closed_form()
-        return 2.0 * alpha * (self.K - 1) / V
+        A = self._constrained_basis()
+        M = V * np.eye(self.K - 1) + (A * (self.noise / self._tau**2)) @ A.T
+        return 2.0 * alpha * float(np.trace(np.linalg.inv(M)))
 
     def consistent_u(self, y: np.ndarray) -> np.ndarray:
-        """A u with softmax_rows(beta h(u)) = y for noiseless labels y (n, L^2): the
-        least-squares row normalisers of log y (class docstring), exact up to the
-        flat direction."""
+        """A u with softmax_rows(beta h(u)) = y for labels y (n, L^2) in the range of the
+        softmax (noiseless, or noise on the logits): the least-squares row normalisers of
+        log y (class docstring), exact up to the flat direction."""
         Y = np.log(np.clip(as_2d("y", y, self.M), 1e-300, None)).reshape(-1, self.L, self.L)
         c = np.mean(Y - Y.transpose(0, 2, 1), axis=1)  # c_b = mean_a (log y_ab - log y_ba)
         H = (Y + Y.transpose(0, 2, 1) + c[:, :, None] + c[:, None, :]) / (2.0 * self.beta)
         return H[:, self._ka, self._kb] / self._tau
 
     def posterior_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
-        """E[u* | y, omega] for u* ~ N(omega, diag V) and noiseless y: on the line
-        u_y + t e (e = 1/tau), t = sum_k e_k (omega_k - u_y,k)/V_k / sum_k e_k^2/V_k;
-        trace_term = -sum_k V_k d g_k/d omega_k = K - 1."""
+        """E[u* | y, omega] for u* ~ N(omega, P), P = diag(V_k), observing A u_y = A(u* + eps):
+        mean = omega + P A^T M^{-1} A (u_y - omega), M = A (P + D) A^T; g_out = (mean - omega)/V_k
+        = A^T M^{-1} A (u_y - omega) and trace_term = -sum_k V_k dg_k/domega_k = tr(M^{-1} A P A^T)."""
         self._no_bayes_closed_form()
         Omega = as_2d("omega", omega, self.K)
         n = Omega.shape[0]
         Vm = variance_matrix(V, n, self.K)
-        uy = self.consistent_u(y)
-        e = 1.0 / self._tau
-        w = e / Vm
-        t = np.sum(w * (Omega - uy), axis=1) / np.sum(w * e, axis=1)
-        mean = uy + t[:, None] * e
-        return ProxBatch(mean, (mean - Omega) / Vm, np.full(n, self.K - 1.0), np.zeros(n),
-                         np.zeros(n, dtype=bool), 0)
+        A = self._constrained_basis()
+        D = self.noise / self._tau**2
+        APA = np.einsum("ik,nk,jk->nij", A, Vm, A)
+        M = APA + (A * D) @ A.T
+        r = (self.consistent_u(y) - Omega) @ A.T
+        sol = np.linalg.solve(M, r[:, :, None])[:, :, 0]
+        g = sol @ A
+        trace = np.einsum("nii->n", np.linalg.solve(M, APA))
+        return ProxBatch(Omega + Vm * g, g, trace, np.zeros(n), np.zeros(n, dtype=bool), 0)
 
     def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
         """K - 1 equations per sample: h and h + c 11^T give the same rows.  The logit
