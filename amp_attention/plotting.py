@@ -387,3 +387,33 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
     ax.set_ylabel(r"recovered modes $k^*$")
     ax.grid(alpha=0.3)
     return save_figure(fig, path, title)
+
+
+def plot_compare(rows: Sequence[Mapping], path: str | Path, *, lam: float,
+                 thresholds: Mapping[str, float | None] | None = None,
+                 title: str | None = None, note: str | None = None) -> Path:
+    """``amp-attention compare``: test error and matrix MSE vs alpha for ERM at the user's
+    lam, ERM at the best lam and the Bayes-optimal estimator (with one-standard-error
+    bands where Monte Carlo enters); ``thresholds`` {label: alpha} are drawn as vertical
+    lines."""
+    path = Path(path)
+    a = np.array([r["alpha"] for r in rows], float)
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.8))
+    curves = (("erm", "-", "C0", rf"ERM, $\lambda = {lam:g}$"),
+              ("erm_best", "--", "C2", r"ERM, best $\lambda$ (per $\alpha$)"),
+              ("bayes", "-", "k", "Bayes-optimal (MMSE)"))
+    for ax, qty in zip(axes, ("test_error", "matrix_mse")):
+        for key, style, color, label in curves:
+            y = np.array([r[f"{key}_{qty}"] for r in rows], float)
+            s = np.array([r[f"{key}_{qty}_stderr"] for r in rows], float)
+            ax.plot(a, y, style, color=color, lw=2.2 if key == "bayes" else 1.6, label=label)
+            if np.any(s > 0):
+                ax.fill_between(a, y - s, y + s, color=color, alpha=0.2, lw=0)
+        for (name, value), ls in zip((thresholds or {}).items(), (":", "-.")):
+            if value is not None and a.min() <= value <= a.max():
+                ax.axvline(value, color="0.4", ls=ls, lw=1.0, label=f"{name} = {value:.4g}")
+        ax.set_xlabel(r"$\alpha = n/d^2$")
+        ax.set_ylabel(LABELS[qty])
+        ax.set_ylim(bottom=0.0)
+        ax.grid(alpha=0.3)
+    return save_figure(fig, path, title, legend_from=axes[0], legend_columns=3, note=note)

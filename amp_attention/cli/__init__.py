@@ -1,7 +1,7 @@
 """Command-line interface ``amp-attention`` (console script; also ``python -m amp_attention.cli``).
 
 One module per subcommand (``se``, ``erm``, ``amp``, ``validate``, ``spectrum``,
-``thresholds``, ``phase_diagram``, ``scaling``, ``quickstart``, ``heads``), each
+``thresholds``, ``phase_diagram``, ``scaling``, ``compare``, ``quickstart``, ``heads``), each
 with ``add_parser(sub, ...)`` and ``run(args) -> exit code``: parse, call the
 API, print.  Shared flags, errors and output helpers are in :mod:`.common`.
 
@@ -19,15 +19,15 @@ import argparse
 import os
 import sys
 
-from . import (amp, erm, heads, phase_diagram, quickstart, scaling, se, spectrum, thresholds,
-               validate)
+from . import (amp, compare, erm, heads, phase_diagram, quickstart, scaling, se, spectrum,
+               thresholds, validate)
 from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, print_error,
                      problem_from_args, problem_parent)
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
 #: the subcommands that save every finished run or point (spectrum: with --simulate)
-RESUMABLE = ("validate", "spectrum", "phase-diagram", "scaling")
+RESUMABLE = ("validate", "spectrum", "phase-diagram", "scaling", "compare")
 
 
 TOP_DESCRIPTION = f"""\
@@ -46,6 +46,8 @@ subcommands
   phase-diagram
               SE over an alpha x lam grid (resumable; local processes or Dask)
   scaling     power-law target: e_test over decades of n, k*, decomposition, exponents
+  compare     ERM at lam, ERM at the best lam and the Bayes-optimal estimator over alpha
+              (the price of the estimator and of the data; resumable)
   heads       multi-head ensembles of Nadaraya-Watson heads: HDI, MSE decomposition,
               allocation under a budget, weighting schemes
   quickstart  SE curve over alpha with ERM overlay, written to CSV/JSON/PNG
@@ -61,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,scaling,quickstart}", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="{se,erm,amp,validate,spectrum,thresholds,phase-diagram,scaling,compare,quickstart}", required=True)
     problem = problem_parent()
     # subcommands that set alpha (and lam) themselves do not offer those flags
     no_alpha = problem_parent(omit=("alpha",))
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     thresholds.add_parser(sub, no_alpha_lam)
     phase_diagram.add_parser(sub, no_alpha_lam)
     scaling.add_parser(sub, problem_parent(omit=("alpha", "target", "kappa0", "spikes")))
+    compare.add_parser(sub, no_alpha)
     quickstart.add_parser(sub)
     heads.add_parser(sub)
     return parser

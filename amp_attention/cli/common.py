@@ -71,6 +71,7 @@ RANGES = {
     "--p0": "integers in [1, target-d]", "--Q0": "[1e-12, 1e+12]", "--kappa": "[1e-06, 1e+06]",
     "--lam": "0 or [1e-12, 1e+06]", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
     "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
+    "--lam-search": "(0, inf), LO < HI",
 }
 
 

@@ -13,8 +13,15 @@ EXAMPLES: dict[str, list[tuple[str, str]]] = {
          "one SE point of the linear channel (L = 1: the quadratic network), a table"),
         ("amp-attention se --channel softmax --L 2 --alpha 0.5 --lam 0.1 --mc-log2n 10 --json",
          "softmax attention: Monte-Carlo channel integrals, JSON with their errors"),
-        ("amp-attention se --target powerlaw --gamma 1.5 --target-d 100 --spectrum spec.csv",
-         "power-law target; the predicted spectra of Shat and W to spec.csv and spec.png"),
+        ("amp-attention se --estimator bayes --channel softmax --L 2 --alpha 0.15",
+         "the Bayes-optimal estimator (the MMSE) of noiseless softmax attention"),
+    ],
+    "compare": [
+        ("amp-attention compare --alpha-range 0.1 0.5 5 --out cmp",
+         "linear L = 1, noiseless, kappa0 = 0.5: ERM at lam = 0.1, at the best lam and the "
+         "Bayes-optimal MMSE; the perfect-recovery thresholds 0.4222 (ERM) and 0.375 (BO)"),
+        ("amp-attention compare --noise 0.5 --alpha-range 0.1 1 4 --workers 2 --out cmp-noisy",
+         "the same with label noise, on two worker processes"),
     ],
     "erm": [
         ("amp-attention erm --d 48 --alpha 0.5 --n-seeds 3",

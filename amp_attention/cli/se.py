@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
                      add_mc_group, check_min_int, check_positive_finite, closed_form, dumps, fmt,
-                     mc_options, one_line, prepare_path, print_params, problem_from_args,
+                     given, mc_options, one_line, prepare_path, print_params, problem_from_args,
                      refuse_given, se_failure, write_spectrum)
 
 if TYPE_CHECKING:
@@ -56,6 +56,9 @@ SE_FIELD_HELP = {
     "sampling_stderr": "finite-d mode: GOE-sampling error per field",
     "residual_kurtosis": "excess kurtosis of h(Shat - S0) at target-d (SE: 0)",
     "finite_size_warning": "non-empty: the SE is measurably off at target-d",
+    "estimator": "erm, or bayes (the MMSE estimator)",
+    "plugin_test_error": "bayes: test error of g(h(E[S0 | data]))",
+    "perfect_recovery": "bayes: the MMSE vanished (below 1e-7 Q0)",
 }
 
 
@@ -63,6 +66,17 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     se = sub.add_parser("se", epilog=epilog('se'), parents=[problem], formatter_class=HelpFormatter,
                         help="state-evolution fixed point of one problem",
                         description=SE_DESCRIPTION)
+    g = se.add_argument_group("estimator")
+    g.add_argument("--estimator", choices=("erm", "bayes"), default="erm",
+                   help="erm: the learner of the flags above (weight decay --lam, width --kappa); "
+                        "bayes: the Bayes-optimal estimator E[S0 | data] (the MMSE, the best any "
+                        "learner can reach; no learner flags; docs/theory.md section 15): "
+                        "matrix_mse is the MMSE, test_error that of the Bayes predictor "
+                        "E[g(h*) | data], plugin_test_error that of g(h(E[S0 | data])). "
+                        "Closed form for the linear channel and for softmax without noise or "
+                        "with --noise-at logit; otherwise nested Monte Carlo (outer 2^M points, "
+                        "M = --mc-log2n, default 12 here; coarse level --mc-coarse-log2n, "
+                        "default 9 here) (default: erm)")
     g = se.add_argument_group("solver")
     g.add_argument("--method", choices=("anderson", "damped"), default="anderson",
                    help="fixed-point iteration: Anderson acceleration or damped Picard "
@@ -111,6 +125,8 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention se``: one SE fixed point; table or JSON; optional spectrum files."""
+    if args.estimator == "bayes":
+        return run_bayes(args)
     problem = problem_from_args(args)
     check_positive_finite("--tol", args.tol)
     check_min_int("--max-iter", args.max_iter, 1)
@@ -163,11 +179,74 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _print_se_table(params: dict, fields: dict) -> None:
+#: flags of the ERM learner and solver that the Bayes-optimal estimator does not have
+NOT_BAYES = ("lam", "kappa", "learner", "method", "damping", "finite_d", "finite_d_draws",
+             "finite_d_seed", "spectrum")
+
+
+def bayes_mc_options(args: argparse.Namespace):
+    """The nested-RQMC options of the Bayes-optimal channel side from the --mc-* flags
+    (their Bayes defaults where not given)."""
+    from ..solvers.bayes_channel_integrals import BayesMonteCarloOptions
+
+    defaults = BayesMonteCarloOptions()
+    try:
+        return BayesMonteCarloOptions(
+            log2_n=args.mc_log2n if given(args, "mc_log2n") else defaults.log2_n,
+            replicas=args.mc_replicas, seed=args.mc_seed,
+            coarse_log2_n=(args.mc_coarse_log2n if given(args, "mc_coarse_log2n")
+                           else defaults.coarse_log2_n))
+    except ValueError as exc:
+        raise CLIError(f"argument --mc-*: {one_line(str(exc))}") from None
+
+
+def run_bayes(args: argparse.Namespace) -> int:
+    """``amp-attention se --estimator bayes``: the Bayes-optimal fixed point."""
+    refuse_given(args, NOT_BAYES, "does not apply with --estimator bayes (the Bayes-optimal "
+                                  "estimator has no learner, and its SE is a scalar fixed point)")
+    problem = problem_from_args(args)
+    check_positive_finite("--tol", args.tol)
+    check_min_int("--max-iter", args.max_iter, 1)
+    from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
+
+    mc = bayes_mc_options(args)
+    result = solve_bayes_optimal(problem, tol=args.tol, max_iter=args.max_iter, start=args.start,
+                                 mc=mc)
+    params = {**problem.to_dict(), "estimator": "bayes", "tol": args.tol,
+              "max_iter": args.max_iter, "start": args.start}
+    for k in ("kappa", "lam", "parameterisation"):
+        params.pop(k, None)
+    if "nested RQMC" in result.method:
+        params.update(mc_log2n=mc.log2_n, mc_inner_log2n=mc.inner_log2_n,
+                      mc_replicas=mc.replicas, mc_seed=mc.seed, mc_coarse_log2n=mc.coarse_log2_n)
+    elif result.mc_stderr:  # the test error's RQMC only
+        params.update(mc_replicas=mc.replicas, mc_seed=mc.seed)
+    fields = result.to_dict()
+    if args.json:
+        print(dumps({"params": params, **fields}))
+    else:
+        _print_se_table(params, fields, "Bayes-optimal state evolution (d -> infinity)")
+    if not result.converged:
+        print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
+              "values above are the last iterate, not a fixed point", file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+#: table rows of one estimator only (the JSON keeps every field of SEResult)
+ERM_ONLY = ("mc_failed_prox", "mc_warm_fallbacks", "finite_d", "sampling_stderr",
+            "sampling_error_method", "residual_kurtosis", "residual_kurtosis_stderr",
+            "finite_size_warning", "train_error", "loss")
+BAYES_ONLY = ("plugin_test_error", "perfect_recovery")
+
+
+def _print_se_table(params: dict, fields: dict,
+                    title: str = "state evolution (d -> infinity)") -> None:
     print_params(params)
-    print("state evolution (d -> infinity)")
+    print(title)
+    skip = ERM_ONLY if fields.get("estimator") == "bayes" else BAYES_ONLY
     for k, v in fields.items():
-        if k == "alternative":
+        if k == "alternative" or k in skip:
             continue
         print(f"  {k:<18} {fmt(v):<22} {SE_FIELD_HELP.get(k, '')}")
     alt = fields.get("alternative")

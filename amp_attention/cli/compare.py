@@ -1,0 +1,156 @@
+"""``amp-attention compare``: ERM at the user's lam, ERM at the best lam and the
+Bayes-optimal estimator over alpha, with the two gaps (table, CSV, JSON, PNG)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..files import atomic_write_csv, atomic_write_text
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
+                     add_execution_flags, add_mc_group, check_positive_finite,
+                     closed_form, dumps, execution, flag_error, fmt, grid_count, mc_options,
+                     one_line, prepare_path, problem_from_args, target_text)
+from .examples import epilog
+
+COMPARE_DESCRIPTION = f"""\
+How far is ERM from optimal? Over an alpha range, three estimators on the same
+problem (state evolution, d -> infinity):
+
+  ERM(lam)        the learner of the flags (weight decay --lam, width --kappa);
+  ERM(best lam)   the same learner at the lam that minimises the SE's test error at
+                  each alpha (bounded search in log10 lam over --lam-search);
+  Bayes-optimal   the posterior mean E[S0 | data] (the MMSE; test error of the
+                  Bayes predictor E[g(h*) | data]), docs/theory.md section 15.
+
+and the gaps: lam_gap = ERM(lam) - ERM(best lam), estimator_gap = ERM(best lam) -
+BO (the price of the estimator), data_gap = BO (the price of the data). For
+noiseless labels the perfect-recovery thresholds of ERM (lam -> 0+) and of the
+Bayes-optimal estimator are printed and drawn. Writes OUT/compare.csv,
+OUT/compare.json and OUT/compare.png; every finished alpha is saved in
+OUT/points, so an interrupted run resumes.
+
+{MODEL}"""
+
+
+def add_parser(sub, problem: argparse.ArgumentParser) -> None:
+    cp = sub.add_parser("compare", epilog=epilog("compare"), parents=[problem],
+                        formatter_class=HelpFormatter,
+                        help="ERM at lam, ERM at the best lam and the Bayes-optimal estimator",
+                        description=COMPARE_DESCRIPTION)
+    g = cp.add_argument_group("sweep")
+    g.add_argument("--alpha-range", type=float, nargs=3, default=[0.05, 0.6, 12],
+                   metavar=("LO", "HI", "N"),
+                   help="N values of alpha = n/d^2 from LO to HI (default: 0.05 0.6 12)")
+    g.add_argument("--alpha-spacing", choices=("linear", "log"), default="linear",
+                   help="alpha grid spacing (default: linear)")
+    g.add_argument("--lam-search", type=float, nargs=2, default=[1e-4, 10.0], metavar=("LO", "HI"),
+                   help="range of the best-lam search (default: 1e-4 10)")
+    g.add_argument("--tol", type=float, default=1e-9,
+                   help="relative residual of every ERM fixed point (default: 1e-9)")
+    add_execution_flags(g, 0, "alphas")
+    g.add_argument("--out", default="amp-attention-compare", metavar="DIR",
+                   help="output directory; rerunning with the same DIR resumes "
+                        "(default: ./amp-attention-compare)")
+    add_mc_group(cp)
+    cp.set_defaults(func=run)
+
+
+def _thresholds(problem) -> dict[str, float | None]:
+    """Perfect-recovery thresholds of ERM (lam -> 0+) and BO for noiseless labels."""
+    if problem.task.noise > 0:
+        return {}
+    from amp_attention.solvers.bayes_optimal import bayes_perfect_recovery_threshold
+    from amp_attention.solvers.thresholds import perfect_recovery_threshold
+
+    out: dict[str, float | None] = {}
+    for name, fn in (("alpha_PR_erm", perfect_recovery_threshold),
+                     ("alpha_PR_bayes", bayes_perfect_recovery_threshold)):
+        try:
+            r = fn(problem)
+            out[name] = r.alpha if r.converged else None
+        except ValueError:
+            out[name] = None
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """``amp-attention compare``: the three estimators over alpha, saved and plotted."""
+    from amp_attention.solvers.phase_diagram import grid
+
+    from .. import plotting
+    from ..experiments.compare import ComparePlan, run_compare
+    from .se import bayes_mc_options
+
+    problem = problem_from_args(args)
+    check_positive_finite("--tol", args.tol)
+    n = grid_count("--alpha-range", args.alpha_range[2])
+    try:
+        alphas = grid(args.alpha_range[0], args.alpha_range[1], n, args.alpha_spacing)
+    except ValueError as exc:
+        raise CLIError(f"argument --alpha-range: {one_line(str(exc))}") from None
+    for v in args.lam_search:
+        check_positive_finite("--lam-search", v)
+    mc = None if closed_form(problem.task.channel) else mc_options(args)
+    try:
+        plan = ComparePlan(problem, alphas, tuple(args.lam_search), args.tol, mc,
+                           bayes_mc_options(args))
+    except ValueError as exc:
+        raise flag_error(exc, {"alpha": "--alpha-range", "lam_range": "--lam-search"}) from None
+    out = prepare_path(Path(args.out) / "compare.json").parent
+    with execution(args) as (executor, workers):
+        rows = run_compare(plan, out, workers=workers, executor=executor, progress=True)
+    thresholds = _thresholds(problem)
+    _print_table(rows, problem.learner.lam, thresholds)
+    params = plan.to_dict()
+    params["thresholds"] = thresholds
+    header = list(rows[0].keys())
+    try:
+        atomic_write_csv(out / "compare.csv", header,
+                         [[fmt("; ".join(r[k]) if k == "warnings" else r[k]) for k in header]
+                          for r in rows],
+                         preamble="# " + dumps({"params": params}) + "\n")
+        atomic_write_text(out / "compare.json", dumps({"params": params, "rows": rows},
+                                                      indent=1) + "\n")
+    except OSError as exc:
+        raise CLIError(f"cannot write to {str(out)!r}: {exc.strerror}") from None
+    p = problem.to_dict()
+    labels = {"alpha_PR_erm": r"$\alpha_{\rm PR}$ of ERM ($\lambda \to 0^+$)",
+              "alpha_PR_bayes": r"$\alpha_{\rm PR}$ Bayes-optimal"}
+    plotting.plot_compare(rows, out / "compare.png", lam=problem.learner.lam,
+                          thresholds={labels[k]: v for k, v in thresholds.items()},
+                          title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
+                                f"{target_text(p['target'])}, Delta={p['noise']:g}")
+    print(f"wrote {out / 'compare.csv'}, {out / 'compare.json'} and {out / 'compare.png'}",
+          file=sys.stderr)
+    for r in rows:
+        for w in r["warnings"]:
+            print(f"{PROG}: warning at alpha = {r['alpha']:.4g}: {w}", file=sys.stderr)
+    bad = [r["alpha"] for r in rows
+           if not (r["erm_converged"] and r["erm_best_converged"] and r["bayes_converged"])]
+    if bad:
+        print(f"{PROG}: not converged at alpha " + ", ".join(f"{a:.4g}" for a in bad),
+              file=sys.stderr)
+        return EXIT_NOT_CONVERGED
+    return EXIT_OK
+
+
+def _print_table(rows: list[dict], lam: float, thresholds: dict) -> None:
+    print(f"test error (state evolution, d -> infinity): ERM at lam = {lam:g}, ERM at the best "
+          "lam, Bayes-optimal; the gaps")
+    print(f"  {'alpha':>7} {'ERM(lam)':>11} {'ERM(best)':>11} {'best lam':>9} {'BO':>11} "
+          f"{'lam gap':>10} {'est. gap':>10} {'data gap':>10}")
+    for r in rows:
+        star = "*" if r["best_lam_at_bound"] else " "
+        print(f"  {r['alpha']:>7.4f} {r['erm_test_error']:>11.5g} {r['erm_best_test_error']:>11.5g} "
+              f"{r['best_lam']:>8.3g}{star} {r['bayes_test_error']:>11.5g} "
+              f"{r['lam_gap_test_error']:>10.4g} {r['estimator_gap_test_error']:>10.4g} "
+              f"{r['data_gap_test_error']:>10.4g}")
+    if any(r["best_lam_at_bound"] for r in rows):
+        print("  * best lam on a bound of --lam-search: the optimum lies at or beyond it")
+    names = {"alpha_PR_erm": "perfect recovery, ERM (lam -> 0+)",
+             "alpha_PR_bayes": "perfect recovery, Bayes-optimal"}
+    for name, v in thresholds.items():
+        print(f"  {names[name]}: alpha = {'-' if v is None else f'{v:.6g}'}")
+    print("  matrix MSE, lam gaps and standard errors: compare.csv / compare.json")
