@@ -361,6 +361,67 @@ def _record(t, S, S0, V, Vh, change, channel, y, u, test, u_test_star, eta) -> G
     return GAMPIterate(t, m, q, V, Vh, change, train, test_err, eta)
 
 
+class PosteriorOutput:
+    """A channel seen through its posterior output function (Bayes-optimal GAMP, docs/theory.md
+    "Bayes-optimal baseline"): ``prox_batch`` returns the channel's ``posterior_batch``
+    (E[u* | y, omega] for u* ~ N(omega, V), g_out = (E[u*] - omega)/V), so that :func:`gamp`
+    with the :class:`~amp_attention.denoisers.BayesOptimal` denoiser is BO-AMP.  The
+    other members (errors on data) are the channel's."""
+
+    def __init__(self, channel):
+        from .channels.base import optional_member
+
+        post = optional_member(channel, "posterior_batch")
+        if post is None:
+            raise ValueError(f"channel: the {channel.name} channel has no posterior output "
+                             "function in closed form (posterior_batch); Bayes-optimal GAMP "
+                             "needs one (linear; softmax without noise or with noise on the "
+                             "logits)")
+        self.channel = channel
+        self._post = post
+        self.name, self.K, self.M = channel.name, channel.K, channel.M
+
+    def prox_batch(self, y, omega, V, warm_from=None) -> Any:
+        return self._post(y, omega, V)
+
+    def train_terms(self, y, uhat):
+        return self.channel.train_terms(y, uhat)
+
+    def test_terms(self, u_star, u_pred):
+        return self.channel.test_terms(u_star, u_pred)
+
+
+def bayes_gamp_on_problem(problem, d: int, seed: int, *, options: GAMPOptions | None = None,
+                          target_spectrum: str = "sampled", n_test: int = 2000,
+                          progress: bool = False) -> GAMPRun:
+    """Bayes-optimal GAMP (BO-AMP) on the data set of ``problem`` at dimension d: the
+    posterior output function of the channel (:class:`PosteriorOutput`) and the
+    rotation-invariant Bayes-optimal denoiser of the target's law, started from the
+    prior mean S = (Tr S0/d) I with V = Q0 - (Tr S0/d)^2 (its posterior variance);
+    ``options.V0`` is replaced by that V.  Its SE is
+    :func:`amp_attention.solvers.bayes_optimal.bayes_se_iterates`."""
+    import dataclasses
+
+    from .checks import check_count, check_dimension, check_seed
+    from .data import generate_dataset, sample_tokens
+    from .denoisers import BayesOptimal
+    from .erm import TEST_SEED_TAG
+    from .targets import target_measure
+
+    d, seed = check_dimension(d), check_seed(seed)
+    n_test = check_count("n_test", n_test, 1)
+    channel = problem.task.channel_object
+    output = PosteriorOutput(channel)
+    law = target_measure(problem.target)
+    m1, Q0 = law.moment(1), law.moment(2)
+    opts = dataclasses.replace(options or GAMPOptions(), V0=Q0 - m1 * m1)
+    data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
+    X_test = sample_tokens(n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
+    res = gamp(data.X, data.y, output, BayesOptimal(law), options=opts, S_init=m1 * np.eye(d),
+               S0=data.S0, test=(X_test, data.S0), progress=progress)
+    return GAMPRun(res, data, n_test)
+
+
 @dataclass(frozen=True)
 class GAMPRun:
     """GAMP on one data set drawn for a problem: the result and the data it ran on."""

@@ -44,6 +44,10 @@ from .state_evolution import SEResult, _check_solver_options
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
 INFORMATIVE_START = 1e-6
+#: the same for Monte-Carlo channels: their estimate of qhat has a relative error
+#: ~ 1/sqrt(V N) at posterior variance V (the posterior shift is ~ V times the score),
+#: and with label noise there is no perfect recovery to look for near e = 0
+MC_INFORMATIVE_START = 0.05
 #: the smallest MMSE the SE resolves, relative to Q0: below it (qhat ~ 1e7 and more) the
 #: free-convolution quadrature of the denoiser needs thousands of nodes per panel, so an
 #: iteration still contracting there is reported as perfect recovery
@@ -112,7 +116,13 @@ class BayesStateEvolution:
 
     def q_hat(self, e: float) -> float:
         """qhat of the posterior output function at posterior variance e."""
-        return float(self._q_hat(e, self.Q0, self.alpha))
+        qh = float(self._q_hat(e, self.Q0, self.alpha))
+        if not (math.isfinite(qh) and qh > 0):
+            more = (f" (a Monte-Carlo estimate from 2^{self.mc.log2_n} points: raise "
+                    "--mc-log2n)" if self.mc is not None else "")
+            raise ValueError(f"the Bayes-optimal channel gives qhat = {qh!r} <= 0 at "
+                             f"posterior variance V = {e:.3g}{more}")
+        return qh
 
     def evaluate(self, e: float) -> tuple[float, BayesDenoiserFunctionals, float]:
         """(G(e) = e - mmse(qhat(e)), the denoiser's output, qhat)."""
@@ -227,6 +237,20 @@ class BayesStateEvolution:
         return 0.25 * (lb - la) * total
 
 
+def bayes_se_iterates(problem: Problem, n_iter: int, e0: float | None = None, *, channel=None,
+                      mc: BayesMonteCarloOptions | None = None) -> np.ndarray:
+    """The undamped Bayes-optimal SE trajectory e_0 = e0 (default Q0 - m1^2, the prior
+    mean), e_(t+1) = mmse(qhat(e_t)), shape (n_iter + 1,): what the matrix MSE of
+    BO-AMP's iterates follows (:func:`amp_attention.gamp.bayes_gamp_on_problem`)."""
+    if int(n_iter) != n_iter or n_iter < 0:
+        raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
+    se = BayesStateEvolution(problem, channel, mc)
+    es = [se.e_max if e0 is None else float(e0)]
+    for _ in range(int(n_iter)):
+        es.append(se.evaluate(es[-1])[1].mmse)
+    return np.array(es)
+
+
 def bayes_test_errors(channel, q: float, V: float, *, log2_n: int = 14, replicas: int = 8,
                       seed: int = 0) -> tuple[float, float, float, float]:
     """(test error of the Bayes predictor E[g(h*) | data], test error of the plug-in
@@ -289,7 +313,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     t0 = time.perf_counter()
     se = BayesStateEvolution(problem, channel, mc)
     coarse = se.coarse()
-    starts = {"uninformative": se.e_max, "informative": INFORMATIVE_START * se.e_max}
+    low = MC_INFORMATIVE_START if se.mc is not None else INFORMATIVE_START
+    starts = {"uninformative": se.e_max, "informative": low * se.e_max}
     names = ("uninformative", "informative") if start == "both" else (start,)
     runs, n_coarse, coarse_ends = {}, 0, {}
     for name in names:
