@@ -40,6 +40,7 @@ def plot_se_curve(
     converged: Sequence[bool] | None = None,
     title: str | None = None,
     note: str | None = None,
+    bayes: Mapping[str, Sequence[float]] | None = None,
 ) -> Path:
     """One panel per field: SE prediction vs alpha = n/d^2, optional ERM points.
 
@@ -47,7 +48,8 @@ def plot_se_curve(
     ``{"alpha": [...], "mean": {field: [...]}, "stderr": {field: [...]},
     "label": str}``; its points are drawn with error bars of one standard
     error. ``converged`` (optional, one flag per alpha) marks SE points that did
-    not converge with red crosses.  One legend for all panels sits below them,
+    not converge with red crosses.  ``bayes[field]`` (optional, the fields it has) is the
+    Bayes-optimal curve, drawn in black.  One legend for all panels sits below them,
     with ``note`` (a caption line) under it.
     """
     path = Path(path)
@@ -56,6 +58,9 @@ def plot_se_curve(
     for ax, name in zip(axes[0], fields):
         y = np.asarray(theory[name], dtype=float)
         ax.plot(a, y, "-", color="C0", lw=1.8, label="state evolution (d = inf)")
+        if bayes is not None and name in bayes:
+            ax.plot(a, np.asarray(bayes[name], dtype=float), "--", color="k", lw=1.5,
+                    label="Bayes-optimal (MMSE)")
         if converged is not None:
             bad = ~np.asarray(converged, dtype=bool)
             if np.any(bad):

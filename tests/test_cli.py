@@ -241,6 +241,11 @@ def test_quickstart_no_erm_writes_three_files(capsys, tmp_path: Path) -> None:
     assert float(rows[0]["alpha"]) == pytest.approx(0.1)
     assert float(rows[-1]["alpha"]) == pytest.approx(1.5)
     assert "test_error" in out and "matrix_mse" in out
+    # the Bayes-optimal baseline beside every SE point, below it (a theorem)
+    assert len(data["bayes"]) == 57 and all(b["estimator"] == "bayes" for b in data["bayes"])
+    for row, se in zip(rows, data["se"]):
+        assert float(row["bayes_matrix_mse"]) <= se["matrix_mse"]
+        assert float(row["bayes_test_error"]) <= se["test_error"]
 
 
 # --------------------------------------------------------------------------- amp

@@ -19,7 +19,8 @@ Delta = 0.5, and alpha on 12 points from 0.1 to 1.5. Solves the state evolution
 along alpha, prints a table, runs direct ERM at d = 48 with 2 seeds at 4 of the
 alphas (unless --no-erm) and writes DIR/quickstart.csv, DIR/quickstart.json and
 DIR/quickstart.png (test error, train error and matrix MSE vs alpha; SE lines,
-ERM points with one-standard-error bars). Takes well under a minute."""
+ERM points with one-standard-error bars; the Bayes-optimal estimator, the best
+any learner can reach, dashed). Takes well under a minute."""
 
 
 def add_parser(sub) -> None:
@@ -51,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     res = run_quickstart(c, erm=not args.no_erm)
     alphas = list(c.alphas)
     se_rows = [{"alpha": a, **r.to_dict()} for a, r in zip(alphas, res.se)]
+    bayes_rows = [{"alpha": a, **r.to_dict()} for a, r in zip(alphas, res.bayes)]
 
     print("state evolution: linear channel, L = 1, Wishart target kappa0 = 0.5, "
           "kappa = 1, lam = 0.1, Delta = 0.5")
@@ -91,9 +93,9 @@ def run(args: argparse.Namespace) -> int:
     csv_path, json_path, png_path = (out / "quickstart.csv", out / "quickstart.json",
                                      out / "quickstart.png")
     try:
-        _write_quickstart_csv(csv_path, se_rows, erm_rows)
-        atomic_write_text(json_path, dumps({"params": params, "se": se_rows, "erm": erm_rows},
-                                           indent=1) + "\n")
+        _write_quickstart_csv(csv_path, se_rows, erm_rows, bayes_rows)
+        atomic_write_text(json_path, dumps({"params": params, "se": se_rows, "erm": erm_rows,
+                                            "bayes": bayes_rows}, indent=1) + "\n")
     except OSError as exc:
         raise CLIError(f"cannot write to {str(out)!r}: {exc.strerror}") from None
     erm_plot = None
@@ -105,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
     plotting.plot_se_curve(
         alphas, {f: [r[f] for r in se_rows] for f in _QS_COLUMNS}, png_path,
         fields=("test_error", "train_error", "matrix_mse"), erm=erm_plot,
+        bayes={f: [r[f] for r in bayes_rows] for f in _BAYES_COLUMNS},
         converged=[r["converged"] for r in se_rows],
         title="linear channel, L = 1, Wishart kappa0 = 0.5, kappa = 1, lam = 0.1, Delta = 0.5",
         note=None if args.no_erm else QUICKSTART_NOTE)
@@ -129,14 +132,20 @@ QUICKSTART_NOTE = ("ERM at d = 48 lies above the SE curve near the interpolation
                    "0.055, 0.023 at d = 32, 64, 128)")
 
 
-def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict]) -> None:
+#: the Bayes-optimal estimator's quantities in the quickstart outputs (no training error)
+_BAYES_COLUMNS = ("test_error", "matrix_mse")
+
+
+def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict],
+                          bayes_rows: list[dict]) -> None:
     from amp_attention.solvers.state_evolution import RESULT_FIELDS
 
     erm_by_alpha = {r["alpha"]: r for r in erm_rows}
     erm_cols = [f"erm_{f}_{s}" for f in _QS_COLUMNS for s in ("mean", "stderr")]
-    header = ["alpha", *RESULT_FIELDS, "status", *erm_cols, "erm_all_converged"]
+    header = ["alpha", *RESULT_FIELDS, "status", *erm_cols, "erm_all_converged",
+              *(f"bayes_{f}" for f in _BAYES_COLUMNS)]
     table = []
-    for row in se_rows:
+    for row, bo in zip(se_rows, bayes_rows):
         e = erm_by_alpha.get(row["alpha"])
         cells = [fmt(row["alpha"])] + [fmt(row[f]) for f in RESULT_FIELDS]
         cells.append(row["status"])
@@ -144,5 +153,6 @@ def _write_quickstart_csv(path: Path, se_rows: list[dict], erm_rows: list[dict])
             for s in ("mean", "stderr"):
                 cells.append(fmt(e[s][f]) if e else "")
         cells.append(fmt(e["all_converged"]) if e else "")
+        cells.extend(fmt(bo[f]) for f in _BAYES_COLUMNS)
         table.append(cells)
     atomic_write_csv(path, header, table)

@@ -3,7 +3,8 @@
 Linear channel, L = 1, Wishart target kappa0 = 0.5, factorised learner kappa = 1,
 lam = 0.1, label noise Delta = 0.5, alpha on 57 points from 0.1 to 1.5 (step 0.025,
 a smooth curve); direct ERM at d = 48 with 2 seeds at alpha = 0.35, 0.75, 1.1, 1.5
-(``amp-attention quickstart``).
+(``amp-attention quickstart``); beside them the Bayes-optimal estimator (the MMSE and the
+Bayes predictor's test error), the best any learner can do on the same data.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
 from amp_attention.solvers.state_evolution import SEResult, solve_state_evolution
 
 from ..erm import ERMStatistics, erm_statistics
@@ -63,6 +65,8 @@ class QuickstartResult:
     config: QuickstartConfig
     se: tuple[SEResult, ...]
     erm: tuple[tuple[float, ERMStatistics], ...]
+    #: the Bayes-optimal estimator at every alpha (docs/theory.md "Bayes-optimal baseline")
+    bayes: tuple[SEResult, ...] = ()
 
     @property
     def not_converged(self) -> tuple[list[float], list[float]]:
@@ -80,6 +84,9 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
     se = tuple(solve_state_evolution(config.problem(a), tol=config.tol, max_iter=config.max_iter)
                for a in progress_bar(alphas, desc="state evolution", unit="alpha",
                                      show=progress))
+    bayes = tuple(solve_bayes_optimal(config.problem(a), tol=config.tol)
+                  for a in progress_bar(alphas, desc="Bayes-optimal", unit="alpha",
+                                        show=progress))
     rows = []
     if erm:
         for a in config.erm_alphas:
@@ -94,4 +101,4 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
                 finally:
                     bar.close()
             rows.append((a, st))
-    return QuickstartResult(config, se, tuple(rows))
+    return QuickstartResult(config, se, tuple(rows), bayes)
