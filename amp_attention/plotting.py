@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 #: axis labels of the quantities plot_se_curve knows by name
@@ -329,8 +330,9 @@ def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, 
     fig, ax = plt.subplots(1, 1, figsize=(5.2, 3.8))
     x = np.array([r[name] for r in rows], float)
     for key, style, label in (("alpha_interp", "o-", r"$\alpha_{\rm interp}$ ($\lambda \to 0^+$)"),
-                              ("alpha_PR", "s--", r"$\alpha_{\rm PR}$ ($\Delta = 0$, $\lambda \to 0^+$)")):
-        y = np.array([np.nan if r[key] is None else r[key] for r in rows], float)
+                              ("alpha_PR", "s--", r"$\alpha_{\rm PR}$ ($\Delta = 0$, $\lambda \to 0^+$)"),
+                              ("alpha_PR_bayes", "^:", r"$\alpha_{\rm PR}$ Bayes-optimal ($\Delta = 0$)")):
+        y = np.array([np.nan if r.get(key) is None else r[key] for r in rows], float)
         if np.any(np.isfinite(y)):
             ax.plot(x, y, style, ms=4, label=label)
     if name == "noise":
@@ -367,6 +369,9 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
             y_mid = fe["amplitude"] * n[mid] ** (-fe["exponent"])
             ax.loglog(n, y_mid * (n / n[mid]) ** (-fk["exponent"]), "--", lw=1.2,
                       label=rf"from $k^*$: $f = a(2\gamma - 1) = {fk['exponent']:.3f}$")
+    bayes = [r.get("bayes_test_error") for r in ok]
+    if e0 == 0.0 and bayes and all(b is not None for b in bayes):
+        ax.loglog(n, bayes, "k--", lw=1.2, label=r"Bayes-optimal $e_{\rm test}$ (MMSE)")
     ax.set_ylabel(r"$e_{\rm test} - e_0$")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7.5)
@@ -387,6 +392,8 @@ def plot_scaling(rows: Sequence[Mapping], fits: Mapping, path: str | Path, *,
     ax.grid(alpha=0.3)
     ax = axes[2]
     ax.step(n, [r["k_star"] for r in ok], where="post")
+    # minor tick labels of a log axis spanning less than a decade collide
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xscale("log")
     ax.set_xlabel(r"$n = \alpha d^2$")
     ax.set_ylabel(r"recovered modes $k^*$")

@@ -181,6 +181,10 @@ class MarchenkoPasturMeasure(SpectralMeasure):
     def atom_at_zero(self) -> float:
         return max(0.0, 1.0 - 1.0 / self.c)
 
+    def positive_mass(self) -> float:
+        """min(kappa0, 1): the rank fraction of the Wishart target."""
+        return 1.0 - self.atom_at_zero
+
     def quantiles(self, d: int) -> np.ndarray:
         """The d quantiles at levels (i + 1/2)/d, ascending (a deterministic spectrum
         with exactly this limiting law; zeros for the atom).

@@ -100,12 +100,34 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
            **{k: getattr(r, k) for k in (
                "converged", "iterations", "residual", "m", "q", "V", "test_error",
                "train_error", "matrix_mse", "residual_kurtosis")}, "status": r.summary}
+    row.update(bayes_point(problem))
     if not r.converged:
         return row | {"k_star": None, "decomposition": None}
     struct = outlier_structure(problem, r)
     dec = predicted_decomposition(problem, r, structure=struct, mc=mc)
     return row | {"k_star": struct.count, "bulk_edge": struct.bulk_edge,
                   "decomposition": dec.to_dict()}
+
+
+def bayes_point(problem: Problem) -> dict:
+    """The Bayes-optimal test error and MMSE at one point (docs/theory.md "Bayes-optimal
+    baseline"), for label noise > 0 and a channel side in closed form; None otherwise
+    (noiseless labels: the MMSE vanishes from alpha_PR^BO on, below every window of
+    interest here; Monte-Carlo channels: ~20 s a point)."""
+    from .bayes_optimal import BayesStateEvolution, solve_bayes_optimal
+
+    none = {"bayes_test_error": None, "bayes_matrix_mse": None}
+    if problem.task.noise == 0:
+        return none
+    try:
+        if BayesStateEvolution(problem).mc is not None:
+            return none
+    except ValueError:
+        return none
+    b = solve_bayes_optimal(problem)
+    if not b.converged:
+        return none
+    return {"bayes_test_error": b.test_error, "bayes_matrix_mse": b.matrix_mse}
 
 
 def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[dict]:

@@ -140,6 +140,7 @@ def run_validation(
                        **{q: getattr(r, q) for q in QUANTITIES},
                        "mc_stderr": (None if r.mc_stderr is None
                                      else {q: r.mc_stderr[q] for q in QUANTITIES})})
+    bayes = bayes_curve(plan, grid)
     table, fits = _table(plan, runs, theory)
     summary = {"params": {**plan.problem.to_dict(), "alphas": list(plan.alphas),
                           "ds": list(plan.ds), "seeds": (list(plan.seeds) if isinstance(plan.seeds, tuple)
@@ -147,12 +148,37 @@ def run_validation(
                           "seed_scaling": plan.seed_scaling,
                           "target_spectrum": plan.target_spectrum,
                           "adam": dataclasses.asdict(plan.adam)},
-               "theory": theory, "table": table, "fits": fits, "trained": len(todo),
+               "theory": theory, "bayes": bayes, "table": table, "fits": fits,
+               "trained": len(todo),
                "all_converged": all(r["converged"] for r in runs)}
     atomic_write_json(out / "validate.json", summary)
     _write_csv(out / "validate.csv", table)
     plot_validation(summary, out / "validate.png")
     return summary
+
+
+#: the quantities the Bayes-optimal estimator defines (it has no training error)
+BAYES_QUANTITIES = ("test_error", "matrix_mse")
+
+
+def bayes_curve(plan: ValidationPlan, grid) -> list[dict]:
+    """The Bayes-optimal estimator (docs/theory.md "Bayes-optimal baseline") on the theory grid
+    when its channel side is in closed form, else (nested Monte Carlo, ~20 s a point) at
+    the plan's alphas only; [] when the channel has no Bayes-optimal SE (the reason is
+    not an error of the validation)."""
+    from .bayes_optimal import BayesStateEvolution, solve_bayes_optimal
+
+    try:
+        se = BayesStateEvolution(_at(plan.problem, float(grid[0])))
+    except ValueError:
+        return []
+    alphas = grid if se.mc is None else sorted(plan.alphas)
+    out = []
+    for a in alphas:
+        r = solve_bayes_optimal(_at(plan.problem, float(a)))
+        out.append({"alpha": float(a), "converged": r.converged,
+                    **{q: getattr(r, q) for q in BAYES_QUANTITIES}})
+    return out
 
 
 def _table(plan: ValidationPlan, runs: list[dict], theory: list[dict]) -> tuple[list[dict], dict]:
@@ -229,6 +255,11 @@ def validation_figure(summary: dict):
     offsets = (np.arange(len(ds) + 1) - len(ds) / 2) * 0.015 * span
     for ax, q in zip(axes, QUANTITIES):
         ax.plot(ta, [t[q] for t in theory], "k-", lw=1.8, label=r"SE ($d \to \infty$)")
+        bayes = summary.get("bayes") or []
+        if bayes and q in BAYES_QUANTITIES:
+            ax.plot([b["alpha"] for b in bayes], [b[q] for b in bayes],
+                    "--" if len(bayes) > len(alphas) else "s--", color="0.35", lw=1.4, ms=4,
+                    label="Bayes-optimal (MMSE)")
         for c, d in enumerate(ds):
             rows = [r for r in table if r["d"] == str(d)]
             ax.errorbar([r["alpha"] + offsets[c] for r in rows], [r[q] for r in rows],

@@ -128,14 +128,16 @@ def run(args: argparse.Namespace) -> int:
               "e0": args.e0}
     atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
     cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
-            "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis"]
+            "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis",
+            "bayes_test_error", "bayes_matrix_mse"]
     table = []
     for r in rows:
         dec = r.get("decomposition") or {}
         table.append([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"],
                       r["train_error"], r["matrix_mse"], r.get("k_star"),
                       *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
-                      r.get("residual_kurtosis")])
+                      r.get("residual_kurtosis"), r.get("bayes_test_error"),
+                      r.get("bayes_matrix_mse")])
     atomic_write_csv(out / "scaling.csv", cols, table)
     plotting.plot_scaling(rows, fits, out / "scaling.png",
                           title=f"{problem.task.channel_name} L={problem.task.L}, gamma={gamma:g}, "

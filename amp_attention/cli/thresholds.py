@@ -52,6 +52,10 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     t.set_defaults(func=run)
 
 
+#: the thresholds of a row: ERM's (lam -> 0+) and the Bayes-optimal perfect recovery
+KEYS = ("alpha_interp", "alpha_PR", "alpha_PR_bayes")
+
+
 def threshold_row(problem: Problem) -> dict:
     """alpha_interp / alpha_PR (None when unavailable or not converged) and their details."""
     from ..experiments.thresholds import thresholds_of
@@ -62,7 +66,9 @@ def threshold_row(problem: Problem) -> dict:
 def _row(point) -> dict:
     row: dict[str, Any] = {}
     for key, res, why in (("alpha_interp", point.interpolation, point.interpolation_message),
-                          ("alpha_PR", point.perfect_recovery, point.perfect_recovery_message)):
+                          ("alpha_PR", point.perfect_recovery, point.perfect_recovery_message),
+                          ("alpha_PR_bayes", point.bayes_perfect_recovery,
+                           point.bayes_perfect_recovery_message)):
         if res is None:
             row[key] = None
             row[key + "_detail"] = {"success": False, "status": "unavailable", "message": why}
@@ -103,12 +109,12 @@ def run(args: argparse.Namespace) -> int:
             print(dumps({"params": params, **row}))
             return EXIT_OK
         print_params(params)
-        for key in ("alpha_interp", "alpha_PR"):
+        for key in ("alpha_interp", "alpha_PR", "alpha_PR_bayes"):
             det = row[key + "_detail"]
             val = "-" if row[key] is None else fmt(row[key])
-            print(f"  {key:<13} {val:<20} {det.get('method', det.get('message', ''))}")
+            print(f"  {key:<15} {val:<20} {det.get('method', det.get('message', ''))}")
             if row[key] is not None and det.get("status") not in (None, "converged"):
-                print(f"  {'':<13} {'':<20} ({det['status']}: {det.get('message', '')})")
+                print(f"  {'':<15} {'':<20} ({det['status']}: {det.get('message', '')})")
         return EXIT_OK
     name, vals = grids[0]
     try:
@@ -121,14 +127,14 @@ def run(args: argparse.Namespace) -> int:
         print(dumps({"params": params, "grid": name, "rows": rows}))
     else:
         print_params(params)
-        print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14}")
+        print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14} {'alpha_PR_bayes':>14}")
         for r in rows:
-            cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in ("alpha_interp", "alpha_PR"))
+            cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in KEYS)
             print(f"  {r[name]:>8g} {cells}")
     if out_dir is not None:
-        atomic_write_csv(out_dir / "thresholds.csv", [name, "alpha_interp", "alpha_PR"],
-                         ([r[name], "" if r["alpha_interp"] is None else r["alpha_interp"],
-                           "" if r["alpha_PR"] is None else r["alpha_PR"]] for r in rows))
+        atomic_write_csv(out_dir / "thresholds.csv", [name, *KEYS],
+                         ([r[name], *("" if r[k] is None else r[k] for k in KEYS)]
+                          for r in rows))
         atomic_write_text(out_dir / "thresholds.json",
                           dumps({"params": params, "grid": name, "rows": rows}))
         from .. import plotting

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
+from amp_attention.solvers.bayes_optimal import bayes_perfect_recovery_threshold
 from amp_attention.solvers.thresholds import (ThresholdResult, interpolation_threshold,
                                               perfect_recovery_threshold)
 
@@ -36,20 +37,27 @@ class ThresholdPoint:
     interpolation_message: str = ""
     #: why perfect_recovery is None ('' otherwise)
     perfect_recovery_message: str = ""
+    #: alpha_PR of the Bayes-optimal estimator (docs/theory.md "Bayes-optimal baseline")
+    bayes_perfect_recovery: ThresholdResult | None = None
+    #: why bayes_perfect_recovery is None ('' otherwise)
+    bayes_perfect_recovery_message: str = ""
 
 
 def thresholds_of(problem: Problem) -> ThresholdPoint:
-    """Both thresholds of ``problem`` (:mod:`amp_attention.solvers.thresholds`)."""
+    """Both thresholds of ``problem`` (:mod:`amp_attention.solvers.thresholds`) and the
+    Bayes-optimal perfect-recovery threshold (:mod:`amp_attention.solvers.bayes_optimal`)."""
     found: dict[str, ThresholdResult | None] = {}
     why: dict[str, str] = {}
     for key, fun in (("interpolation", interpolation_threshold),
-                     ("perfect_recovery", perfect_recovery_threshold)):
+                     ("perfect_recovery", perfect_recovery_threshold),
+                     ("bayes_perfect_recovery", bayes_perfect_recovery_threshold)):
         try:
             found[key], why[key] = fun(problem), ""
         except ValueError as exc:
             found[key], why[key] = None, " ".join(str(exc).split())
     return ThresholdPoint(found["interpolation"], found["perfect_recovery"],
-                          why["interpolation"], why["perfect_recovery"])
+                          why["interpolation"], why["perfect_recovery"],
+                          found["bayes_perfect_recovery"], why["bayes_perfect_recovery"])
 
 
 def vary(problem: Problem, name: str, value: float) -> Problem:
