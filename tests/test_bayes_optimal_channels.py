@@ -159,3 +159,20 @@ def test_nested_monte_carlo_refuses_what_it_cannot_integrate():
         MonteCarloBayesChannel(Seq2LabChannel(2, 1.0, 0.1, "logit"))
     with pytest.raises(ValueError, match="inner_log2_n"):
         BayesMonteCarloOptions(inner_log2_n=2)
+
+
+@pytest.mark.slow  # 25 s: compiling the user channel's Newton kernels
+def test_user_channel_through_the_monte_carlo_path():
+    """A CustomChannel re-implementing the linear channel (L = 2, output noise) has no
+    output_jacobian: the finite-difference Jacobian feeds the Laplace proposal, and
+    the conjugate matches the linear closed form within 4 replica standard errors."""
+    from test_user_channel import upper, upper_jacobian
+
+    from amp_attention.channels import CustomChannel
+
+    user = CustomChannel(2, 3, upper, upper_jacobian, noise=0.1, name="my-linear")
+    assert not hasattr(user, "output_jacobian")
+    mc = MonteCarloBayesChannel(user, log2_n=6, inner_log2_n=5, replicas=4)
+    reps = mc.replica_q_hats(0.5, 1.5, 1.0)
+    exact = LinearChannel(2, 0.1).bayes_q_hat(0.5, 1.5, 1.0)
+    assert abs(reps.mean() - exact) < 4 * reps.std(ddof=1) / 2 + 1e-3 * exact
