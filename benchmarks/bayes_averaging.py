@@ -11,7 +11,7 @@ posterior mean, so its error falls with R towards (not necessarily onto) the MMS
 
 writes OUT.json (per data seed: the MSE of every run and of every running average;
 the BO MMSE and the ERM SE at lam -> 0+ for reference) and OUT.png.  Runs are
-saved as they finish (OUT_runs/*.npy) and skipped on a rerun.
+saved as they finish (OUT_runs/*.npy, not versioned) and skipped on a rerun.
 """
 
 from __future__ import annotations
