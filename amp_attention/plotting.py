@@ -142,13 +142,15 @@ def save_figure(fig, path: Path, title: str | None, *, legend_from=None,
     handles, labels = legend_from.get_legend_handles_labels() if legend_from is not None else ([], [])
     height = fig.get_figheight()
     note_band = 0.3 / height if note else 0.0
-    legend_band = 0.4 / height if handles else 0.0
+    columns = min(len(handles), legend_columns or len(handles)) if handles else 1
+    rows = -(-len(handles) // columns)
+    legend_band = (0.25 + 0.15 * rows) / height if handles else 0.0
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout(rect=(0, note_band + legend_band, 1, 1))
     if handles:
         fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, note_band),
-                   ncol=min(len(handles), legend_columns or len(handles)), fontsize=8,
+                   ncol=columns, fontsize=8,
                    facecolor=legend_face, framealpha=1.0 if legend_face else None)
     if note:
         fig.text(0.5, 0.1 / height, note, ha="center", va="bottom", fontsize=7.5, wrap=True)

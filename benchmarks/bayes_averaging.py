@@ -58,8 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=16)
     ap.add_argument("--data-seeds", type=int, default=2)
     ap.add_argument("--out", default="docs/figures/bayes_averaging")
+    ap.add_argument("--plot-only", action="store_true",
+                    help="redraw OUT.png from an existing OUT.json without training")
     args = ap.parse_args(argv)
     out = Path(args.out)
+    if args.plot_only:
+        plot(json.loads(out.with_suffix(".json").read_text()), out.with_suffix(".png"))
+        return
     store = out.parent / (out.name + "_runs")
     store.mkdir(parents=True, exist_ok=True)
     p = problem(args.alpha)
@@ -84,10 +89,22 @@ def main(argv: list[str] | None = None) -> None:
             print(f"data seed {s} run {r}: single {single[-1]:.4f} average of {r + 1}: "
                   f"{running[-1]:.4f} (BO {bo.matrix_mse:.4f}; {time.perf_counter() - t0:.0f} s)",
                   flush=True)
-        record["seeds"].append({"seed": s, "single": single, "running_average": running})
+        a, b = infinite_average_fit(np.array(running))
+        record["seeds"].append({"seed": s, "single": single, "running_average": running,
+                                "fit_a_plus_b_over_R": [a, b]})
         atomic_write_text(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
     plot(record, out.with_suffix(".png"))
     print("wrote", out.with_suffix(".json"), out.with_suffix(".png"), file=sys.stderr)
+
+
+def infinite_average_fit(running: np.ndarray) -> tuple[float, float]:
+    """Least-squares fit of mse(R) = a + b/R to one data set's running averages.
+
+    E||mean of R runs - S0||^2/d = ||E S - S0||^2/d + tr Cov(S)/(R d): ``a`` estimates the
+    error of the infinite average over initialisations, ``b`` the run-to-run spread."""
+    R = np.arange(1, running.size + 1, dtype=float)
+    a, b = np.linalg.lstsq(np.column_stack([np.ones_like(R), 1.0 / R]), running, rcond=None)[0]
+    return float(a), float(b)
 
 
 def plot(record: dict, path: Path) -> None:
@@ -106,8 +123,15 @@ def plot(record: dict, path: Path) -> None:
                label=f"one Adam run (mean of {single.size})")
     ax.axhline(record["erm_se_lam1e-4_matrix_mse"], color="C2", ls=":", lw=1.2,
                label=r"ERM SE, $\lambda = 10^{-4}$")
+    fits = np.array([infinite_average_fit(a) for a in avg])
+    a_inf, b_inf = fits.mean(axis=0)
+    Rf = np.linspace(1, R[-1], 200)
+    ax.plot(Rf, a_inf + b_inf / Rf, color="C0", lw=0.9, ls="--",
+            label=rf"fit $a + b/R$, $a = {a_inf:.3f}$ ($R \to \infty$)")
     ax.axhline(record["bayes_mmse"], color="k", ls="--", lw=1.4, label="Bayes-optimal MMSE (SE)")
     ax.set_xscale("log", base=2)
+    ticks = [r for r in (1, 2, 4, 8, 16, 32, 64) if r <= R[-1]]
+    ax.set_xticks(ticks, [str(r) for r in ticks])
     ax.set_xlabel("runs averaged R")
     ax.set_ylabel(r"matrix MSE $\|\bar S_R - S_0\|_F^2/d$")
     ax.grid(alpha=0.3)
