@@ -28,6 +28,8 @@ LABELS = {
     "rank_fraction": r"rank fraction of $\hat S$",
     "m": r"$m = {\rm Tr}(S_0 \hat S)/d$",
     "q": r"$q = {\rm Tr}(\hat S^2)/d$",
+    "test_error_over_bayes": r"$e_{\rm test}$ of ERM / Bayes-optimal",
+    "matrix_mse_over_bayes": "matrix MSE of ERM / Bayes-optimal MMSE",
 }
 
 
@@ -277,6 +279,7 @@ def plot_phase_diagram(
     log_fields: Sequence[str] = ("test_error", "train_error", "matrix_mse"),
     vlines: Mapping[str, float] | None = None,
     title: str | None = None,
+    note: str | None = None,
 ) -> Path:
     """Heatmaps over the alpha x lam grid (arrays indexed [i_alpha, j_lam]).
 
@@ -303,6 +306,7 @@ def plot_phase_diagram(
                 norm = matplotlib.colors.LogNorm(vmin=max(pos.min(), pos.max() * 1e-8), vmax=pos.max())
                 Z = np.where(Z > 0, Z, np.nan)
         mesh = ax.pcolormesh(a, lam, Z, shading="nearest", norm=norm, cmap="viridis")
+        ax.set_facecolor("0.75")  # undefined cells (NaN) in grey, where white lines stay visible
         fig.colorbar(mesh, ax=ax)
         hyst = np.asarray(arrays.get("hysteresis", np.zeros_like(Z.T, bool)), bool)
         bad = ~np.asarray(arrays.get("converged", np.ones_like(Z.T, bool)), bool)
@@ -321,7 +325,7 @@ def plot_phase_diagram(
         ax.set_ylabel(r"$\lambda$")
         ax.set_title(LABELS.get(name, name), fontsize=9)
     return save_figure(fig, path, title, legend_from=axes[0][0], legend_columns=3,
-                       legend_face="0.85")
+                       legend_face="0.85", note=note)
 
 
 def plot_threshold_curves(name: str, rows: Sequence[Mapping], path: str | Path, *,

@@ -265,3 +265,65 @@ def load_phase_diagram(out: Path) -> tuple[dict, dict[str, np.ndarray]]:
         arrays = {k: z[k] for k in z.files}
     return meta, arrays
 
+
+
+#: arrays added by :func:`bayes_baseline` (per alpha, or [i_alpha, j_lam] for the ratios)
+BAYES_FIELD_HELP = {
+    "bayes_test_error": "Bayes-optimal test error of the posterior-mean predictor, per alpha "
+                        "(lam-free; docs/theory.md section 15)",
+    "bayes_matrix_mse": "Bayes-optimal MMSE ||E[S0|data] - S0||_F^2 / d, per alpha",
+    "test_error_over_bayes": "ERM test error / Bayes-optimal test error (>= 1; NaN where the "
+                             "Bayes-optimal estimator recovers S0 perfectly)",
+    "matrix_mse_over_bayes": "ERM matrix MSE / Bayes-optimal MMSE (>= 1; NaN where the "
+                             "Bayes-optimal estimator recovers S0 perfectly)",
+}
+
+
+def bayes_point_file(out: Path, i: int) -> Path:
+    return Path(out) / "points" / f"bayes_a{i:04d}.json"
+
+
+def bayes_baseline(plan: PhaseDiagramPlan, out: Path, *, mc=None,
+                   progress: Callable[[Iterable, int], Iterable] | None = None) -> dict:
+    """The Bayes-optimal SE at every alpha of an assembled diagram in ``out`` and the
+    ERM/BO ratios (:data:`BAYES_FIELD_HELP`), added to ``phase_diagram.npz`` and
+    ``.json``.  The BO estimator does not depend on lam or on the learner: one solve
+    per alpha, each saved as ``points/bayes_aXXXX.json`` and resumed.  ``mc``: the
+    BayesMonteCarloOptions of channels without a closed form.  Returns the metadata."""
+    from .bayes_optimal import solve_bayes_optimal
+
+    out = Path(out)
+    meta, arrays = load_phase_diagram(out)
+    keys = ("test_error", "matrix_mse", "converged", "perfect_recovery", "status")
+    mc_dict = None if mc is None else dataclasses.asdict(mc)
+
+    def finished(i: int) -> bool:
+        rec = read_checkpoint(bayes_point_file(out, i), keys + ("mc",))
+        return rec is not None and rec["mc"] == mc_dict and rec["alpha"] == plan.alphas[i]
+
+    todo = [i for i in range(len(plan.alphas)) if not finished(i)]
+    stream: Iterable = todo if progress is None else progress(todo, len(todo))
+    for i in stream:
+        r = solve_bayes_optimal(plan.at(i, 0), tol=min(plan.tol, 1e-10), mc=mc)
+        atomic_write_json(bayes_point_file(out, i), {
+            "alpha": plan.alphas[i], "test_error": r.test_error, "matrix_mse": r.matrix_mse,
+            "converged": bool(r.converged), "perfect_recovery": bool(r.perfect_recovery),
+            "status": r.status.value, "iterations": r.iterations,
+            "mc_stderr": dict(r.mc_stderr or {}), "mc": mc_dict})
+    recs = [json.loads(bayes_point_file(out, i).read_text()) for i in range(len(plan.alphas))]
+    solved = np.array([r["converged"] and not r["perfect_recovery"] for r in recs])
+    new = {}
+    for qty in ("test_error", "matrix_mse"):
+        bo = np.array([r[qty] for r in recs], dtype=float)
+        new[f"bayes_{qty}"] = bo
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = arrays[qty] / bo[:, None]
+        new[f"{qty}_over_bayes"] = np.where(solved[:, None] & (bo[:, None] > 0), ratio, np.nan)
+    arrays.update(new)
+    np.savez(out / "phase_diagram.tmp.npz", **arrays)
+    os.replace(out / "phase_diagram.tmp.npz", out / "phase_diagram.npz")
+    meta["fields"] = {**meta.get("fields", {}), **BAYES_FIELD_HELP}
+    meta["bayes"] = {"alpha": list(plan.alphas),
+                     **{k: [r[k] for r in recs] for k in keys + ("mc_stderr",)}}
+    atomic_write_json(out / "phase_diagram.json", meta)
+    return meta

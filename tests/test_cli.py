@@ -653,3 +653,28 @@ def test_quickstart_figure_is_ready_for_a_paper(monkeypatch, tmp_path: Path) -> 
     assert all(legend.y1 <= ax.get_tightbbox(renderer).y0 + 1 for ax in fig.axes)
     note = next(t for t in fig.texts if "finite-size" in t.get_text())
     assert note.get_window_extent(renderer).y1 <= legend.y0 + 1
+
+
+def test_phase_diagram_bayes_ratios(capsys, tmp_path: Path) -> None:
+    """--bayes: one BO solve per alpha; ERM / BO >= 1 wherever defined (ERM cannot beat
+    the posterior mean), undefined past the BO perfect-recovery threshold 0.375
+    (linear L = 1, kappa0 = 0.5: (kappa0 - kappa0^2/2)/K), and the BO points resume."""
+    argv = ["phase-diagram", "--alpha-range", "0.1", "0.5", "5", "--lam-range", "0.001", "1", "3",
+            "--bayes", "--workers", "0", "--out", str(tmp_path / "pd")]
+    code, _, _ = run(capsys, *argv)
+    assert code == 0
+    meta = json.loads((tmp_path / "pd" / "phase_diagram.json").read_text())
+    assert meta["thresholds"]["alpha_PR_bayes"] == pytest.approx(0.375, rel=1e-5)
+    assert meta["bayes"]["perfect_recovery"] == [False, False, False, True, True]
+    with np.load(tmp_path / "pd" / "phase_diagram.npz") as z:
+        bo = z["bayes_test_error"]
+        ratio, mse_ratio = z["test_error_over_bayes"], z["matrix_mse_over_bayes"]
+        assert np.all(np.diff(bo) < 0)
+        assert np.all(ratio[:3] >= 1.0) and np.all(mse_ratio[:3] >= 1.0)
+        assert np.all(np.isnan(ratio[3:]))
+        np.testing.assert_allclose(ratio[:3], z["test_error"][:3] / bo[:3, None], rtol=1e-12)
+    files = sorted((tmp_path / "pd" / "points").glob("bayes_a*.json"))
+    stamp = [f.stat().st_mtime_ns for f in files]
+    assert len(files) == 5
+    code, _, _ = run(capsys, *argv)
+    assert code == 0 and [f.stat().st_mtime_ns for f in files] == stamp

@@ -28,7 +28,9 @@ so rerunning the same command resumes and Ctrl-C loses nothing finished.
 Writes OUT/phase_diagram.npz (arrays [i_alpha, j_lam]), OUT/phase_diagram.json
 (parameters, field descriptions, per-point status, thresholds) and
 OUT/phase_diagram.png (heatmaps with alpha_interp and alpha_PR drawn where
-available).
+available).  With --bayes, also the Bayes-optimal baseline at every alpha and
+the ratios ERM / Bayes-optimal of the test error and the matrix MSE (arrays
+bayes_*, *_over_bayes; two more panels).
 
 {MODEL}"""
 
@@ -52,6 +54,12 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--tol", type=float, default=1e-9,
                    help="relative residual of each fixed point (default: 1e-9)")
     g.add_argument("--max-iter", type=int, default=300, help="iterations per point (default: 300)")
+    g.add_argument("--bayes", action="store_true",
+                   help="also solve the Bayes-optimal SE at every alpha (one solve per alpha: "
+                        "it does not depend on lam) and draw the ratios ERM test error / BO "
+                        "test error and ERM matrix MSE / BO MMSE (>= 1; blank where BO "
+                        "recovers S0 perfectly); the --mc-* flags set its Monte Carlo where "
+                        "the channel has no closed form")
     add_execution_flags(g, 2, "sweeps")
     add_allow_large(g)
     g.add_argument("--out", default="amp-attention-phase-diagram", metavar="DIR",
@@ -119,13 +127,26 @@ def run(args: argparse.Namespace) -> int:
                                      thresholds=thresholds)
     except ValueError as exc:
         raise CLIError(f"argument --out: {one_line(str(exc))}") from None
-    from amp_attention.solvers.phase_diagram import load_phase_diagram
+    from amp_attention.solvers.phase_diagram import bayes_baseline, load_phase_diagram
 
+    fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
+    if args.bayes:
+        from .se import bayes_mc_options
+
+        bayes_baseline(plan, out, mc=bayes_mc_options(args),
+                       progress=lambda it, n: _progress(it, total=n, desc="Bayes-optimal"))
+        fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
     _, arrays = load_phase_diagram(out)
     vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
               "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
+    if args.bayes:
+        vlines["alpha_PR Bayes-optimal"] = thresholds.get("alpha_PR_bayes")
     p = problem.to_dict()
     plotting.plot_phase_diagram(alphas, lams, arrays, out / "phase_diagram.png", vlines=vlines,
+                                fields=fields,
+                                log_fields=tuple(f for f in fields if f != "rank_fraction"),
+                                note=("grey in the ratio panels: the Bayes-optimal estimator "
+                                      "recovers S0 (ratio undefined)") if args.bayes else None,
                                 title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
                                       f"{target_text(p['target'])}, Delta={p['noise']:g}")
     print(f"{meta['computed']} point(s) solved, the others resumed from {out / 'points'}")
