@@ -68,8 +68,11 @@ class BayesMonteCarloOptions:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
 
 
-#: outer samples per vectorised block (memory: block x N_in x (K + M + L^2) doubles)
-BLOCK = 512
+#: outer samples per vectorised block (memory: block x N_in x (K + M + L^2) doubles).
+#: Small enough that the block's temporaries (~256 KiB each at N_in = 128) are recycled
+#: by the allocator instead of being returned to the system and faulted in again: 512
+#: spent 3 of 17 s of a noisy-softmax point in the kernel (page faults), 128 spends 0.2
+BLOCK = 128
 #: evaluations remembered by :meth:`MonteCarloBayesChannel.replica_q_hats`
 CACHE = 8
 #: fraction of the inner points drawn from the prior (the defensive part of the mixture)
