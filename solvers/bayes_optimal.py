@@ -57,6 +57,11 @@ PR_RESOLUTION = 1e-7
 #: error of the defaults (~1e-3 relative on the MMSE); a tighter solve moves the MMSE by
 #: less than 1e-7 relative and costs one more fine-level evaluation (~20 % of a point)
 MC_TOL = 1e-7
+#: the relative residual of the coarse level's solve: it only supplies the fine solve's
+#: start and first secant slope, and its fixed point differs from the fine one by the
+#: coarse Monte-Carlo error (~1e-3 relative); two starts whose coarse fixed points agree
+#: to 20 times this are one fixed point (one fine solve serves both)
+COARSE_TOL = 1e-5
 
 
 @dataclass(frozen=True)
@@ -324,21 +329,23 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     low = MC_INFORMATIVE_START if se.mc is not None else INFORMATIVE_START
     starts = {"uninformative": se.e_max, "informative": low * se.e_max}
     names = ("uninformative", "informative") if start == "both" else (start,)
-    runs, n_coarse, coarse_ends = {}, 0, {}
+    runs, n_coarse, coarse_ends, slopes = {}, 0, {}, {}
     for name in names:
         e0, slope = starts[name], None
         if coarse is not None:
-            rc = coarse.solve_from(e0, tol=max(tol, 1e-8), max_iter=int(max_iter))
+            rc = coarse.solve_from(e0, tol=max(tol, COARSE_TOL), max_iter=int(max_iter))
             n_coarse += rc.iterations
             if rc.converged:
                 e0 = min(max(rc.e, PR_RESOLUTION * se.Q0), se.e_max)
-                same = [k for k, ec in coarse_ends.items() if abs(ec - e0) <= 1e-6 * e0]
+                same = [k for k, ec in coarse_ends.items()
+                        if abs(ec - e0) <= 20.0 * max(tol, COARSE_TOL) * e0]
                 if same:  # the other start's coarse fixed point: one fine solve serves both
                     runs[name] = runs[same[0]]
+                    slopes[name] = slopes.get(same[0])
                     continue
                 coarse_ends[name] = e0
                 if e0 > PR_RESOLUTION * se.Q0:
-                    slope = coarse.slope(e0)
+                    slope = slopes[name] = coarse.slope(e0)
         runs[name] = se.solve_from(e0, tol=tol, max_iter=int(max_iter), slope=slope)
     best = _equilibrium(se, runs, tol)
     run = runs[best]
@@ -358,7 +365,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     closed = bool(optional_member(se.channel, "outputs_are_h"))
     stderr, how = None, ""
     if se.mc is not None:
-        stderr, how = _propagated_stderr(se, run, test, plugin, s_test, s_plugin)
+        stderr, how = _propagated_stderr(se, run, test, plugin, s_test, s_plugin,
+                                         slopes.get(best))
     elif not closed:
         stderr = {"test_error": s_test, "plugin_test_error": s_plugin}
         how = (f"spread over {replicas} RQMC replicas of 2^{TEST_LOG2_N} points of the test "
@@ -379,7 +387,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
 
 
 def _propagated_stderr(se: BayesStateEvolution, run: ScalarSolve, test: float, plugin: float,
-                       s_test: float, s_plugin: float) -> tuple[dict[str, float], str]:
+                       s_test: float, s_plugin: float,
+                       slope: float | None = None) -> tuple[dict[str, float], str]:
     """Delta method through the scalar fixed point e = mmse(qhat(e)): replica r shifts
     qhat by delta_r, hence e by mmse'(qhat) delta_r / (1 - mmse'(qhat) qhat'(e)); the
     test errors move with e (finite differences on the same draws) and carry their own
@@ -392,9 +401,13 @@ def _propagated_stderr(se: BayesStateEvolution, run: ScalarSolve, test: float, p
     dm_dq = (se.denoiser.bayes_functionals(qh + h).mmse
              - se.denoiser.bayes_functionals(qh - h).mmse) / (2.0 * h)
     he = -1e-3 * e if e + 1e-3 * e > se.e_max else 1e-3 * e
-    # qhat'(e) to a few digits is all an error estimate needs: the coarse level's
-    lvl = se.coarse() or se
-    dq_de = (lvl.q_hat(e + he) - lvl.q_hat(e)) / he
+    # qhat'(e) to a few digits is all an error estimate needs: the coarse level's, from
+    # its G' = 1 - mmse'(qhat) qhat'(e) at its fixed point when the solve measured it
+    if slope is not None and slope > 0:
+        dq_de = (1.0 - slope) / dm_dq
+    else:
+        lvl = se.coarse() or se
+        dq_de = (lvl.q_hat(e + he) - lvl.q_hat(e)) / he
     de = dm_dq * delta / (1.0 - dm_dq * dq_de)
     dqh = delta + dq_de * de
 
