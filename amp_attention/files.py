@@ -46,6 +46,17 @@ def atomic_write_csv(path: Path | str, header: Sequence[str], rows: Iterable[Seq
     os.replace(tmp, path)
 
 
+def atomic_write_npz(path: Path | str, **arrays: Any) -> None:
+    """Write ``arrays`` as an uncompressed ``.npz`` to ``path`` atomically."""
+    import numpy as np
+
+    path = Path(path)
+    tmp = _temporary(path)
+    with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
+        np.savez(fh, **arrays)
+    os.replace(tmp, path)
+
+
 def ensure_directory(path: Path | str) -> Path:
     """``path`` as an existing directory (created with its parents if needed);
     ValueError naming it when a file stands in its place."""

@@ -27,7 +27,6 @@ import concurrent.futures as cf
 import dataclasses
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -36,7 +35,8 @@ import numpy as np
 
 from amp_attention.spec import Problem
 
-from amp_attention.files import atomic_write_json, ensure_directory, read_checkpoint
+from amp_attention.files import (atomic_write_json, atomic_write_npz, ensure_directory,
+                                 read_checkpoint)
 from amp_attention.runner import run_tasks
 from .state_evolution import MonteCarloOptions, solve_state_evolution
 
@@ -243,10 +243,9 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
             branch[i, j] = best["direction"]
             for f in FIELDS:
                 arrays[f][i, j] = best[f]
-    np.savez(out / "phase_diagram.tmp.npz", alpha=np.array(plan.alphas), lam=np.array(plan.lams),
-             converged=converged, hysteresis=hysteresis, iterations=iterations,
-             branch=branch.astype(str), **arrays, **alt)
-    os.replace(out / "phase_diagram.tmp.npz", out / "phase_diagram.npz")
+    atomic_write_npz(out / "phase_diagram.npz", alpha=np.array(plan.alphas),
+                     lam=np.array(plan.lams), converged=converged, hysteresis=hysteresis,
+                     iterations=iterations, branch=branch.astype(str), **arrays, **alt)
     meta = {"plan": plan.to_dict(), "complete": True, "fields": FIELD_HELP,
             "layout": "arrays of shape (len(alpha), len(lam)), index [i_alpha, j_lam]",
             "n_points": na * nl, "n_converged": int(converged.sum()),
@@ -264,7 +263,6 @@ def load_phase_diagram(out: Path) -> tuple[dict, dict[str, np.ndarray]]:
     with np.load(out / "phase_diagram.npz") as z:
         arrays = {k: z[k] for k in z.files}
     return meta, arrays
-
 
 
 #: arrays added by :func:`bayes_baseline` (per alpha, or [i_alpha, j_lam] for the ratios)
@@ -320,8 +318,7 @@ def bayes_baseline(plan: PhaseDiagramPlan, out: Path, *, mc=None,
             ratio = arrays[qty] / bo[:, None]
         new[f"{qty}_over_bayes"] = np.where(solved[:, None] & (bo[:, None] > 0), ratio, np.nan)
     arrays.update(new)
-    np.savez(out / "phase_diagram.tmp.npz", **arrays)
-    os.replace(out / "phase_diagram.tmp.npz", out / "phase_diagram.npz")
+    atomic_write_npz(out / "phase_diagram.npz", **arrays)
     meta["fields"] = {**meta.get("fields", {}), **BAYES_FIELD_HELP}
     meta["bayes"] = {"alpha": list(plan.alphas),
                      **{k: [r[k] for r in recs] for k in keys + ("mc_stderr",)}}
