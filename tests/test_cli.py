@@ -678,3 +678,11 @@ def test_phase_diagram_bayes_ratios(capsys, tmp_path: Path) -> None:
     assert len(files) == 5
     code, _, _ = run(capsys, *argv)
     assert code == 0 and [f.stat().st_mtime_ns for f in files] == stamp
+
+
+def test_phase_diagram_bayes_without_a_bayes_channel_fails_before_the_grid(capsys,
+                                                                          tmp_path: Path) -> None:
+    code, _, err = run(capsys, "phase-diagram", "--channel", "seq2lab", "--L", "2", "--noise", "0",
+                       "--bayes", "--out", str(tmp_path / "pd"))
+    assert code == 2 and "argument --bayes" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "pd").exists()

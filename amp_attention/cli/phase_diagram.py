@@ -118,6 +118,17 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
                                 "max_iter": "--max-iter"}) from None
+    bayes_mc = None
+    if args.bayes:
+        from amp_attention.solvers.bayes_optimal import BayesStateEvolution
+
+        from .se import bayes_mc_options
+
+        bayes_mc = bayes_mc_options(args)
+        try:  # before the grid: a channel without a Bayes-optimal output function fails now
+            BayesStateEvolution(problem, mc=bayes_mc)
+        except ValueError as exc:
+            raise CLIError(f"argument --bayes: {one_line(str(exc))}") from None
     out = prepare_path(Path(args.out) / "phase_diagram.json").parent
     thresholds = threshold_row(problem)
     try:
@@ -131,9 +142,7 @@ def run(args: argparse.Namespace) -> int:
 
     fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
     if args.bayes:
-        from .se import bayes_mc_options
-
-        bayes_baseline(plan, out, mc=bayes_mc_options(args),
+        bayes_baseline(plan, out, mc=bayes_mc,
                        progress=lambda it, n: _progress(it, total=n, desc="Bayes-optimal"))
         fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
     _, arrays = load_phase_diagram(out)
