@@ -661,8 +661,8 @@ def test_phase_diagram_bayes_ratios(capsys, tmp_path: Path) -> None:
     (linear L = 1, kappa0 = 0.5: (kappa0 - kappa0^2/2)/K), and the BO points resume."""
     argv = ["phase-diagram", "--alpha-range", "0.1", "0.5", "5", "--lam-range", "0.001", "1", "3",
             "--bayes", "--workers", "0", "--out", str(tmp_path / "pd")]
-    code, _, _ = run(capsys, *argv)
-    assert code == 0
+    code, out, _ = run(capsys, *argv)
+    assert code == 0 and "Bayes-optimal: 5/5 alphas converged" in out
     meta = json.loads((tmp_path / "pd" / "phase_diagram.json").read_text())
     assert meta["thresholds"]["alpha_PR_bayes"] == pytest.approx(0.375, rel=1e-5)
     assert meta["bayes"]["perfect_recovery"] == [False, False, False, True, True]

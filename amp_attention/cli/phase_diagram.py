@@ -141,10 +141,13 @@ def run(args: argparse.Namespace) -> int:
     from amp_attention.solvers.phase_diagram import bayes_baseline, load_phase_diagram
 
     fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
+    bayes_ok = True
     if args.bayes:
-        bayes_baseline(plan, out, mc=bayes_mc,
-                       progress=lambda it, n: _progress(it, total=n, desc="Bayes-optimal"))
+        bayes = bayes_baseline(plan, out, mc=bayes_mc,
+                       progress=lambda it, n: _progress(it, total=n, desc="Bayes-optimal")
+                       )["bayes"]
         fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
+        bayes_ok = all(bayes["converged"])
     _, arrays = load_phase_diagram(out)
     vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
               "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
@@ -162,5 +165,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{meta['n_converged']}/{meta['n_points']} converged, {meta['n_hysteresis']} with two "
           f"fixed points; alpha_interp = {thresholds['alpha_interp']}, "
           f"alpha_PR = {thresholds['alpha_PR']}")
+    if args.bayes:
+        print(f"Bayes-optimal: {sum(bayes['converged'])}/{len(bayes['converged'])} alphas "
+              f"converged (ratios blank where not); alpha_PR = {thresholds.get('alpha_PR_bayes')}")
     print(f"wrote {out / 'phase_diagram.npz'}, .json and .png", file=sys.stderr)
-    return EXIT_OK if meta["n_converged"] == meta["n_points"] else EXIT_NOT_CONVERGED
+    ok = meta["n_converged"] == meta["n_points"] and bayes_ok
+    return EXIT_OK if ok else EXIT_NOT_CONVERGED
