@@ -1,16 +1,21 @@
 """Numba kernels for Biane's subordination on the real axis (leaf module).
 
-For each real u, solve phi(u, t) = int dnu(s)/((u - s)^2 + t) = 1/qh for
-t = v^2 by safeguarded Newton on r(t) = 1/phi(u, t) (increasing and concave in
-t, so Newton from the left is monotone; t = qh is always to the right).  The
-measure enters only through phi and d phi/dt; two measures are compiled:
+Everything the free convolution nu boxplus sc(qh) needs per SE evaluation runs
+here, compiled end to end (amp_attention.freeprob holds the mathematics):
 
-* Marchenko-Pastur ``scale * mu`` (ratio c), through its Stieltjes transform
-  G = 2/(A + R) or (A - R)/(2 c z), A = z - 1 + c, R = sqrt(z - l-) sqrt(z - l+);
-* a discrete measure (sums over atoms, no cancellation as t -> 0).
+* the Stieltjes transform G_nu and its derivatives (:func:`g_derivs`);
+* the support of rho_B in the u variable: outer edges, split gaps and the
+  panel breaks (:func:`support_u`), and the graded panels (:func:`panels`);
+* v(u): for each real u, phi(u, t) = int dnu(s)/((u - s)^2 + t) = 1/qh for
+  t = v^2 by safeguarded Newton on r(t) = 1/phi(u, t) (increasing and concave
+  in t, so Newton from the left is monotone; t = qh is always to the right);
+* the composite Gauss-Jacobi rule on the panels (:func:`quadrature_rule`) and
+  psi^{-1} of a cut (:func:`u_cut`).
 
-See amp_attention.freeprob for the mathematics; these kernels are the hot loop
-of every SE iteration.
+A measure is passed as (kind, c, scale, points, weights): kind MP is
+``scale * Marchenko-Pastur(c)`` (G = 2/(A + R) or (A - R)/(2 c z), A = z - 1 + c,
+R = sqrt(z - l-) sqrt(z - l+)); kind DISCRETE is sum_k weights_k delta(s - points_k)
+(sums over atoms: no cancellation as t -> 0).
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ import math
 import numpy as np
 from numba import njit
 
+MP = 0
+DISCRETE = 1
+
+#: root-function selectors of :func:`_root_fn`
+_LEFT_EDGE, _RIGHT_EDGE, _SLOPE, _PHI_BELOW, _PHI_ABOVE, _PSI = 0, 1, 2, 3, 4, 5
+
 
 @njit(cache=True, error_model="numpy")
 def _sqrt_upper(z: complex) -> complex:
@@ -30,46 +41,114 @@ def _sqrt_upper(z: complex) -> complex:
 
 
 @njit(cache=True, error_model="numpy")
-def mp_stieltjes_and_derivative(w: complex, c: float, scale: float) -> tuple[complex, complex]:
-    """(G_nu(w), G_nu'(w)) for nu = scale * MP(c)."""
-    z = w / scale
+def _mp_g_and_root(z: complex, c: float) -> tuple[complex, complex]:
+    """(G_mu(z), R(z)) of Marchenko-Pastur(c), R = sqrt(z - l-) sqrt(z - l+): per point
+    the form of G without cancellation ((A + R)(A - R) = 4 c z, so one is large)."""
+    if z.imag == 0.0:
+        z = complex(z.real, 0.0)
     sc = math.sqrt(c)
-    lo = (1.0 - sc) ** 2
-    hi = (1.0 + sc) ** 2
-    R = _sqrt_upper(z - lo) * _sqrt_upper(z - hi)
+    R = _sqrt_upper(z - (1.0 - sc) ** 2) * _sqrt_upper(z - (1.0 + sc) ** 2)
     A = z - 1.0 + c
     plus = A + R
     minus = A - R
     if abs(plus) >= abs(minus):
-        G = 2.0 / plus
-    else:
-        G = minus / (2.0 * c * z)
-    G1 = -G * (1.0 - c * G) / R
-    return G / scale, G1 / (scale * scale)
+        return 2.0 / plus, R
+    return minus / (2.0 * c * z), R
 
 
 @njit(cache=True, error_model="numpy")
-def _newton_v(qh: float, phi_fn_kind: int, u: float, c: float, scale: float,
-              points: np.ndarray, weights: np.ndarray, t0: float) -> float:
+def g_derivs(kind: int, w: complex, c: float, scale: float, points: np.ndarray,
+             weights: np.ndarray) -> tuple[complex, complex, complex]:
+    """(G, G', G'') of the measure at w (Im w >= 0, off the support)."""
+    if kind == MP:
+        z = w / scale
+        G, R = _mp_g_and_root(z, c)
+        # Implicit differentiation of c z G^2 - (z - 1 + c) G + 1 = 0 with
+        # 2 c z G - (z - 1 + c) = -R on the physical branch (accurate at the edges).
+        N = G * (1.0 - c * G)
+        D = -R
+        G1 = N / D
+        N1 = G1 * (1.0 - 2.0 * c * G)
+        D1 = -(z - 1.0 - c) / R
+        G2 = (N1 * D - N * D1) / (D * D)
+        return G / scale, G1 / scale**2, G2 / scale**3
+    return _discrete_g(w, points, weights, True)
+
+
+@njit(cache=True, error_model="numpy")
+def _discrete_g(w: complex, points: np.ndarray, weights: np.ndarray,
+                derivatives: bool) -> tuple[complex, complex, complex]:
+    """(G, G', G'') of sum_k weights_k delta(s - points_k) in real arithmetic: with
+    a = Re w - s_k, b = Im w, 1/(w - s_k) = (a - i b) r, r = 1/(a^2 + b^2) (G', G''
+    zero unless ``derivatives``; G is the same bit for bit either way)."""
+    x = w.real
+    b = w.imag
+    b2 = b * b
+    g_re = 0.0
+    g_im = 0.0
+    g1_re = 0.0
+    g1_im = 0.0
+    g2_re = 0.0
+    g2_im = 0.0
+    for k in range(points.size):
+        a = x - points[k]
+        r = 1.0 / (a * a + b2)
+        wr = weights[k] * r
+        g_re += wr * a
+        g_im -= wr * b
+        if derivatives:
+            # (a - i b)^2 r^2 and (a - i b)^3 r^3
+            wr2 = wr * r
+            sq_re = a * a - b2
+            sq_im = -2.0 * a * b
+            g1_re -= wr2 * sq_re
+            g1_im -= wr2 * sq_im
+            wr3 = wr2 * r
+            g2_re += 2.0 * wr3 * (sq_re * a + sq_im * b)
+            g2_im += 2.0 * wr3 * (sq_im * a - sq_re * b)
+    return complex(g_re, g_im), complex(g1_re, g1_im), complex(g2_re, g2_im)
+
+
+@njit(cache=True, error_model="numpy")
+def _g_only(kind: int, w: complex, c: float, scale: float, points: np.ndarray,
+            weights: np.ndarray) -> complex:
+    if kind == MP:
+        return _mp_g_and_root(w / scale, c)[0] / scale
+    return _discrete_g(w, points, weights, False)[0]
+
+
+@njit(cache=True, error_model="numpy")
+def _phi_and_slope(kind: int, u: float, t: float, c: float, scale: float, points: np.ndarray,
+                   weights: np.ndarray) -> tuple[float, float]:
+    """(phi(u, t), d phi/dt) at t = v^2 > 0."""
+    if kind == MP:
+        v = math.sqrt(t)
+        # G and G' only (g_derivs without G''): this is the innermost loop
+        G, R = _mp_g_and_root(complex(u, v) / scale, c)
+        G1 = -G * (1.0 - c * G) / R
+        phi = -G.imag / (scale * v)
+        # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
+        return phi, -(G1.real / (scale * scale) + phi) / (2.0 * t)
+    phi = 0.0
+    slope = 0.0
+    for k in range(points.size):
+        inv = 1.0 / ((u - points[k]) ** 2 + t)
+        wi = weights[k] * inv
+        phi += wi
+        slope -= wi * inv
+    return phi, slope
+
+
+@njit(cache=True, error_model="numpy")
+def _newton_v(kind: int, u: float, qh: float, c: float, scale: float, points: np.ndarray,
+              weights: np.ndarray, t0: float) -> float:
     lo = 0.0
     hi = qh
     # Any start in (0, qh] converges (one step lands left of the root, then
     # monotone); a neighbour's solution saves most of the iterations.
     t = t0 if (t0 > 0.0 and t0 <= qh) else qh
     for _ in range(200):
-        if phi_fn_kind == 0:
-            v = math.sqrt(t)
-            G, G1 = mp_stieltjes_and_derivative(complex(u, v), c, scale)
-            phi = -G.imag / v
-            slope = -(G1.real + phi) / (2.0 * t)
-        else:
-            phi = 0.0
-            slope = 0.0
-            for k in range(points.size):
-                inv = 1.0 / ((u - points[k]) ** 2 + t)
-                wi = weights[k] * inv
-                phi += wi
-                slope -= wi * inv
+        phi, slope = _phi_and_slope(kind, u, t, c, scale, points, weights)
         if not (phi > 0.0 and math.isfinite(phi)):
             # t too small for a finite evaluation: move right (bisect).
             lo = max(lo, t)
@@ -93,68 +172,318 @@ def _newton_v(qh: float, phi_fn_kind: int, u: float, c: float, scale: float,
 
 
 @njit(cache=True, error_model="numpy")
-def solve_v_mp(u: np.ndarray, qh: float, c: float, scale: float) -> np.ndarray:
-    out = np.empty(u.size)
-    dummy = np.zeros(1)
-    for i in range(u.size):
-        out[i] = _newton_v(qh, 0, u[i], c, scale, dummy, dummy, qh)
-    return out
-
-
-@njit(cache=True, error_model="numpy")
-def solve_v_discrete(u: np.ndarray, qh: float, points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def solve_v(kind: int, u: np.ndarray, qh: float, c: float, scale: float, points: np.ndarray,
+            weights: np.ndarray) -> np.ndarray:
+    """v(u) for every u (inside the support u-intervals), warm-started from the
+    previous entry (quadrature nodes come in increasing order within a panel)."""
     out = np.empty(u.size)
     t0 = qh
     for i in range(u.size):
-        # Nodes come in increasing order within a panel: warm-start from the
-        # previous node (each Newton step costs a pass over all atoms).
-        v = _newton_v(qh, 1, u[i], 0.0, 1.0, points, weights, t0)
+        v = _newton_v(kind, u[i], qh, c, scale, points, weights, t0)
         out[i] = v
         t0 = v * v if v > 0.0 else qh
     return out
 
 
 @njit(cache=True, error_model="numpy")
-def discrete_stieltjes(w: np.ndarray, points: np.ndarray, weights: np.ndarray,
-                       derivatives: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(G, G', G'') of sum_k weights_k delta(s - points_k) at every w (G', G'' only
-    when ``derivatives``; zeros otherwise).
-
-    With a = Re w - s_k, b = Im w: 1/(w - s_k) = (a - i b)/(a^2 + b^2), so the
-    sums run in real arithmetic without the d x N temporaries of the NumPy form
-    (the hot loop of the SE for power-law targets)."""
+def stieltjes_array(kind: int, w: np.ndarray, c: float, scale: float, points: np.ndarray,
+                    weights: np.ndarray, derivatives: bool):
+    """(G, G', G'') at every w (G', G'' only when ``derivatives``; zeros otherwise);
+    discrete measures in real arithmetic without the d x N temporaries of NumPy."""
     n = w.size
     G = np.empty(n, dtype=np.complex128)
     G1 = np.zeros(n, dtype=np.complex128)
     G2 = np.zeros(n, dtype=np.complex128)
     for i in range(n):
-        x = w[i].real
-        b = w[i].imag
-        b2 = b * b
-        g_re = 0.0
-        g_im = 0.0
-        g1_re = 0.0
-        g1_im = 0.0
-        g2_re = 0.0
-        g2_im = 0.0
-        for k in range(points.size):
-            a = x - points[k]
-            r = 1.0 / (a * a + b2)
-            wr = weights[k] * r
-            g_re += wr * a
-            g_im -= wr * b
-            if derivatives:
-                # (a - i b)^2 r^2 and (a - i b)^3 r^3
-                wr2 = wr * r
-                sq_re = a * a - b2
-                sq_im = -2.0 * a * b
-                g1_re -= wr2 * sq_re
-                g1_im -= wr2 * sq_im
-                wr3 = wr2 * r
-                g2_re += 2.0 * wr3 * (sq_re * a + sq_im * b)
-                g2_im += 2.0 * wr3 * (sq_im * a - sq_re * b)
-        G[i] = complex(g_re, g_im)
         if derivatives:
-            G1[i] = complex(g1_re, g1_im)
-            G2[i] = complex(g2_re, g2_im)
+            G[i], G1[i], G2[i] = g_derivs(kind, w[i], c, scale, points, weights)
+        else:
+            G[i] = _g_only(kind, w[i], c, scale, points, weights)
     return G, G1, G2
+
+
+# ----------------------------------------------------------------------- support
+@njit(cache=True, error_model="numpy")
+def _phi0(kind, u, c, scale, points, weights) -> float:
+    """phi(u, 0) = -G'(u) for real u off the support of nu."""
+    return -g_derivs(kind, complex(u, 0.0), c, scale, points, weights)[1].real
+
+
+@njit(cache=True, error_model="numpy")
+def _root_fn(mode, x, p0, kind, qh, c, scale, points, weights, intervals) -> float:
+    """The increasing functions whose sign change :func:`_bisect` finds."""
+    if mode == _LEFT_EDGE:
+        return 1.0 / qh - _phi0(kind, p0 - math.exp(x), c, scale, points, weights)
+    if mode == _RIGHT_EDGE:
+        return 1.0 / qh - _phi0(kind, p0 + math.exp(x), c, scale, points, weights)
+    if mode == _SLOPE:  # phi0' = -G'' (phi0 is convex on a gap)
+        return -g_derivs(kind, complex(x, 0.0), c, scale, points, weights)[2].real
+    if mode == _PHI_BELOW:
+        return 1.0 / qh - _phi0(kind, x, c, scale, points, weights)
+    if mode == _PHI_ABOVE:
+        return _phi0(kind, x, c, scale, points, weights) - 1.0 / qh
+    return psi_scalar(x, kind, qh, c, scale, points, weights, intervals) - p0
+
+
+@njit(cache=True, error_model="numpy")
+def _bisect(mode, lo, hi, p0, kind, qh, c, scale, points, weights, intervals) -> float:
+    """Sign change of an increasing function on [lo, hi] to full precision (lo when
+    it is already positive there, hi when it is still <= 0 at hi)."""
+    f_lo = _root_fn(mode, lo, p0, kind, qh, c, scale, points, weights, intervals)
+    if f_lo > 0.0:
+        return lo
+    f_hi = _root_fn(mode, hi, p0, kind, qh, c, scale, points, weights, intervals)
+    if f_hi <= 0.0:
+        return hi
+    for _ in range(400):
+        mid = 0.5 * (lo + hi)
+        if mid <= lo or mid >= hi:
+            break
+        if _root_fn(mode, mid, p0, kind, qh, c, scale, points, weights, intervals) > 0.0:
+            hi = mid
+        else:
+            lo = mid
+        if hi - lo <= 4e-16 * max(abs(lo), abs(hi)):
+            break
+    return 0.5 * (lo + hi)
+
+
+@njit(cache=True, error_model="numpy")
+def support_u(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
+              weights: np.ndarray, comp_lo: np.ndarray, comp_hi: np.ndarray,
+              comp_mass: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The u-intervals of the support of rho_B, shape (k, 2), and the panel breaks
+    inside them (flat, sorted within an interval, with the owning interval's index).
+
+    Components (comp_lo, comp_hi) are the sorted singular components of nu
+    (atoms: lo == hi, of mass comp_mass; 0 marks a continuous component).  On a gap
+    phi0 is convex; the gap splits the support when min phi0 < 1/qh (edges: the
+    two roots of phi0 = 1/qh), and is nearly split (a panel break at the minimum)
+    when qh min phi0 < 4.  Between two atoms of masses a, b a distance g apart,
+    phi0 >= (a^(1/3) + b^(1/3))^3 / g^2, so a gap whose bound already excludes both
+    costs nothing (the many small gaps of a power-law spectrum)."""
+    inv_qh = 1.0 / qh
+    span = math.sqrt(qh) * 1.01
+    n_comp = comp_lo.size
+    l0 = comp_lo[0]
+    rk = comp_hi[n_comp - 1]
+    big = 0.0
+    for j in range(n_comp):
+        big = max(big, abs(comp_lo[j]), abs(comp_hi[j]))
+    # Stay a relative 1e-12 away from the components: at a branch point of
+    # G_nu the closed forms lose all precision (the edge is then that close).
+    eps = 1e-12 * max(1.0, big)
+    lo_log = math.log(min(eps, 0.5 * span))
+    hi_log = math.log(span)
+    s_left = math.exp(_bisect(_LEFT_EDGE, lo_log, hi_log, l0, kind, qh, c, scale, points,
+                              weights, np.empty((0, 2))))
+    s_right = math.exp(_bisect(_RIGHT_EDGE, lo_log, hi_log, rk, kind, qh, c, scale, points,
+                               weights, np.empty((0, 2))))
+    edges_lo = [l0 - s_left]
+    edges_hi = [0.0]
+    edges_hi.pop()
+    brk = [0.0]
+    brk.pop()
+    owner = [0]
+    owner.pop()
+    dummy = np.empty((0, 2))
+    for j in range(n_comp - 1):
+        if comp_hi[j] > comp_lo[j]:
+            brk.append(comp_lo[j])
+            brk.append(comp_hi[j])
+            owner.append(len(edges_hi))
+            owner.append(len(edges_hi))
+        g_lo = comp_hi[j] + eps
+        g_hi = comp_lo[j + 1] - eps
+        if comp_mass[j] > 0.0 and comp_mass[j + 1] > 0.0:
+            gap = comp_lo[j + 1] - comp_hi[j]
+            bound = (comp_mass[j] ** (1.0 / 3.0) + comp_mass[j + 1] ** (1.0 / 3.0)) ** 3 / (gap * gap)
+            if qh * bound >= 4.0 * (1.0 + 1e-12):
+                continue
+        umin = _bisect(_SLOPE, g_lo, g_hi, 0.0, kind, qh, c, scale, points, weights, dummy)
+        pmin = _phi0(kind, umin, c, scale, points, weights)
+        if pmin < inv_qh:
+            a = _bisect(_PHI_BELOW, g_lo, umin, 0.0, kind, qh, c, scale, points, weights, dummy)
+            b = _bisect(_PHI_ABOVE, umin, g_hi, 0.0, kind, qh, c, scale, points, weights, dummy)
+            edges_hi.append(a)
+            edges_lo.append(b)
+        elif qh * pmin < 4.0:
+            # Nearly split: v(umin) ~ (gap/2) sqrt(qh phi0(umin) - 1) is small
+            # against the gap, so w(u) passes close to the axis here; break
+            # the panel.  Elsewhere (dense atoms, qh phi0 >> 1) the curve
+            # stays far above the atoms and one panel spans many of them.
+            brk.append(umin)
+            owner.append(len(edges_hi))
+    if comp_hi[n_comp - 1] > comp_lo[n_comp - 1]:
+        brk.append(comp_lo[n_comp - 1])
+        brk.append(comp_hi[n_comp - 1])
+        owner.append(len(edges_hi))
+        owner.append(len(edges_hi))
+    edges_hi.append(rk + s_right)
+    k = len(edges_lo)
+    intervals = np.empty((k, 2))
+    for i in range(k):
+        intervals[i, 0] = edges_lo[i]
+        intervals[i, 1] = edges_hi[i]
+    # keep the breaks strictly inside their interval, sorted and unique
+    keep_b = [0.0]
+    keep_b.pop()
+    keep_o = [0]
+    keep_o.pop()
+    for i in range(k):
+        vals = [0.0]
+        vals.pop()
+        for j in range(len(brk)):
+            if owner[j] == i and brk[j] > intervals[i, 0] and brk[j] < intervals[i, 1]:
+                vals.append(brk[j])
+        arr = np.sort(np.array(vals)) if len(vals) else np.empty(0)
+        for j in range(arr.size):
+            if j == 0 or arr[j] != arr[j - 1]:
+                keep_b.append(arr[j])
+                keep_o.append(i)
+    breaks = np.empty(len(keep_b))
+    owners = np.empty(len(keep_b), dtype=np.int64)
+    for j in range(len(keep_b)):
+        breaks[j] = keep_b[j]
+        owners[j] = keep_o[j]
+    return intervals, breaks, owners
+
+
+@njit(cache=True, error_model="numpy")
+def panels(kind: int, qh: float, c: float, scale: float, points: np.ndarray, weights: np.ndarray,
+           intervals: np.ndarray, breaks: np.ndarray, owners: np.ndarray):
+    """Panels of the u-support, graded geometrically towards the internal breaks:
+    the curve w(u) passes at a distance ~ v(break) from a singularity there, so
+    panels shrink by factors of 4 towards a break until their size is comparable
+    to that distance (the Gauss rules stay exponentially convergent).  Returns
+    (lo, hi, sqrt_lo, sqrt_hi): a square-root end at the ends of each interval."""
+    vb = solve_v(kind, breaks, qh, c, scale, points, weights)
+    out_lo = [0.0]
+    out_lo.pop()
+    out_hi = [0.0]
+    out_hi.pop()
+    out_sl = [False]
+    out_sl.pop()
+    out_sh = [False]
+    out_sh.pop()
+    for i in range(intervals.shape[0]):
+        a = intervals[i, 0]
+        b = intervals[i, 1]
+        pts = [a, b]
+        idx = np.flatnonzero(owners == i)
+        for j in idx:
+            pts.append(breaks[j])
+        if idx.size:
+            base = np.sort(np.array(pts))
+            for j in idx:
+                p = breaks[j]
+                vp = vb[j]
+                k = np.searchsorted(base, p)
+                for nb in (base[k - 1], base[k + 1]):
+                    half = 0.5 * (nb - p)
+                    delta = max(vp, 1e-13 * abs(half))
+                    h = half * 0.25
+                    while abs(h) > delta:
+                        pts.append(p + h)
+                        h *= 0.25
+                    pts.append(p + half)
+        srt = np.sort(np.array(pts))
+        uniq = [srt[0]]
+        for j in range(1, srt.size):
+            if srt[j] != srt[j - 1]:
+                uniq.append(srt[j])
+        m = len(uniq)
+        for j in range(m - 1):
+            out_lo.append(uniq[j])
+            out_hi.append(uniq[j + 1])
+            out_sl.append(j == 0)
+            out_sh.append(j == m - 2)
+    n = len(out_lo)
+    lo = np.empty(n)
+    hi = np.empty(n)
+    sl = np.empty(n, dtype=np.bool_)
+    sh = np.empty(n, dtype=np.bool_)
+    for j in range(n):
+        lo[j] = out_lo[j]
+        hi[j] = out_hi[j]
+        sl[j] = out_sl[j]
+        sh[j] = out_sh[j]
+    return lo, hi, sl, sh
+
+
+@njit(cache=True, error_model="numpy")
+def quadrature_rule(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
+                    weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, sqrt_lo: np.ndarray,
+                    sqrt_hi: np.ndarray, t_tab: np.ndarray, w_tab: np.ndarray,
+                    d_tab: np.ndarray):
+    """Composite Gauss-Jacobi rule with n = t_tab.shape[1] nodes per panel.
+
+    Rule r = 2 [sqrt at the panel's hi] + [sqrt at its lo] of the tables (nodes
+    on [-1, 1], weights with the Jacobi weight divided out, spectral
+    differentiation matrix).  Returns (x, weights, Re g_B, u, v) with
+    int h(x) rho_B(x) dx ~ sum_i weights_i h(x_i): weights = W v psi'(u) / (pi qh),
+    psi'(u) by spectral differentiation of x(u) on each panel."""
+    n = t_tab.shape[1]
+    P = lo.size
+    x = np.empty(P * n)
+    wq = np.empty(P * n)
+    re_g = np.empty(P * n)
+    u = np.empty(P * n)
+    v = np.empty(P * n)
+    inv_pi_qh = 1.0 / (math.pi * qh)
+    for p in range(P):
+        r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
+        half = 0.5 * (hi[p] - lo[p])
+        t1 = t2 = u1 = u2 = 0.0
+        for i in range(n):
+            k = p * n + i
+            uk = lo[p] + half * (1.0 + t_tab[r, i])
+            # Start Newton from the line through the two previous nodes' t = v^2
+            # (smooth in u on a panel): one or two steps instead of four.
+            t0 = qh
+            if i >= 2 and u1 > u2:
+                t0 = t1 + (t1 - t2) * (uk - u1) / (u1 - u2)
+                if not (t0 > 0.0):
+                    t0 = t1
+            elif i == 1:
+                t0 = t1
+            vk = _newton_v(kind, uk, qh, c, scale, points, weights, t0)
+            t2, u2 = t1, u1
+            t1, u1 = vk * vk, uk
+            g = _g_only(kind, complex(uk, vk), c, scale, points, weights)
+            u[k] = uk
+            v[k] = vk
+            x[k] = uk + qh * g.real
+        # D annihilates constants: differentiate x - mean(x) so that the rounding
+        # error scales with the variation of x over the panel, not with |x| (an
+        # isolated top atom's panel is narrow and far from 0).
+        x_mean = 0.0
+        for i in range(n):
+            x_mean += x[p * n + i]
+        x_mean /= n
+        for i in range(n):
+            k = p * n + i
+            dx = 0.0
+            for j in range(n):
+                dx += d_tab[r, i, j] * (x[p * n + j] - x_mean)
+            wq[k] = w_tab[r, i] * v[k] * dx * inv_pi_qh
+            re_g[k] = (x[k] - u[k]) / qh
+    return x, wq, re_g, u, v
+
+
+@njit(cache=True, error_model="numpy")
+def psi_scalar(u: float, kind: int, qh: float, c: float, scale: float, points: np.ndarray,
+               weights: np.ndarray, intervals: np.ndarray) -> float:
+    """x = psi(u) = u + qh Re G(u + i v(u)) (v = 0 outside the support u-intervals)."""
+    for i in range(intervals.shape[0]):
+        if intervals[i, 0] < u < intervals[i, 1]:
+            v = _newton_v(kind, u, qh, c, scale, points, weights, qh)
+            return u + qh * _g_only(kind, complex(u, v), c, scale, points, weights).real
+    return u + qh * _g_only(kind, complex(u, 0.0), c, scale, points, weights).real
+
+
+@njit(cache=True, error_model="numpy")
+def u_cut(x_cut: float, a: float, b: float, kind: int, qh: float, c: float, scale: float,
+          points: np.ndarray, weights: np.ndarray, intervals: np.ndarray) -> float:
+    """psi^{-1}(x_cut) on the u-interval [a, b] (psi is increasing)."""
+    return _bisect(_PSI, a, b, x_cut, kind, qh, c, scale, points, weights, intervals)

@@ -20,9 +20,11 @@ The support of rho_B is psi({v > 0}); in u it is a union of intervals whose
 edges solve -G_nu'(u) = 1/qh outside the support of nu.  Integrals
 int h(x) rho_B(x) dx are computed in the u variable, where v vanishes like a
 square root at the interval ends and everything else is analytic: composite
-Gauss-Jacobi panels with square-root end weights converge exponentially, and
-psi'(u) is obtained by spectral differentiation of x(u) on each panel (the
-closed form |1 + qh G'|^2 / (1 + qh Re G') cancels badly near the edges).
+Gauss-Jacobi panels with square-root end weights converge exponentially (each
+panel refined on its own until it agrees with its refinement), and psi'(u) is
+obtained by spectral differentiation of x(u) on each panel (the closed form
+|1 + qh G'|^2 / (1 + qh Re G') cancels badly near the edges).  The support, the
+panels, v(u) and the rules are compiled (:mod:`._subordination_kernels`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import roots_jacobi
 
+from . import _subordination_kernels as _k
 from .targets import SpectralMeasure
 
 _PI = math.pi
@@ -91,14 +94,34 @@ def _jacobi_panel_rule(n: int, alpha: float, beta: float):
     return t, W, D
 
 
-@dataclass(frozen=True)
-class Panel:
-    """A piece [lo, hi] of a u-interval; a square-root edge at an end of the support."""
+@lru_cache(maxsize=16)
+def _rule_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_jacobi_panel_rule` for the four panel kinds, stacked: entry
+    2 [square root at the panel's hi] + [square root at its lo]."""
+    rules = [_jacobi_panel_rule(n, a, b) for a in (0.0, 0.5) for b in (0.0, 0.5)]
+    return tuple(np.ascontiguousarray(np.stack([r[i] for r in rules])) for i in range(3))
 
-    lo: float
-    hi: float
-    sqrt_lo: bool
-    sqrt_hi: bool
+
+@dataclass(frozen=True)
+class Panels:
+    """Pieces [lo_i, hi_i] of the u-intervals; a square-root edge where ``sqrt_lo``/
+    ``sqrt_hi`` (the ends of the support)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+    sqrt_lo: np.ndarray
+    sqrt_hi: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.lo.size)
+
+    def above(self, u_cut: float) -> "Panels":
+        """The panels over u > u_cut (a cut panel loses its square-root lower end)."""
+        keep = self.hi > u_cut
+        lo, cut = self.lo[keep].copy(), self.lo[keep] < u_cut
+        lo[cut] = u_cut
+        sqrt_lo = self.sqrt_lo[keep] & ~cut
+        return Panels(lo, self.hi[keep].copy(), sqrt_lo, self.sqrt_hi[keep].copy())
 
 
 @dataclass(frozen=True)
@@ -134,77 +157,17 @@ class SemicircleFreeConvolution:
         self.nu = nu
         self.qh = float(qh)
         self.rtol = float(rtol)
-        self.intervals_u, self._breaks = self._support_u()
+        kind, c, scale, points, weights, comp_lo, comp_hi, comp_mass = nu.kernel_args()
+        self._measure = (kind, float(c), float(scale), np.ascontiguousarray(points, dtype=float),
+                         np.ascontiguousarray(weights, dtype=float))
+        self.intervals_u, self._breaks, self._break_owner = _k.support_u(
+            kind, self.qh, float(c), float(scale), self._measure[3], self._measure[4],
+            np.ascontiguousarray(comp_lo, dtype=float), np.ascontiguousarray(comp_hi, dtype=float),
+            np.ascontiguousarray(comp_mass, dtype=float))
         lo_x = self._psi_outside(self.intervals_u[:, 0])
         hi_x = self._psi_outside(self.intervals_u[:, 1])
         self.intervals_x = np.stack([lo_x, hi_x], axis=1)
-        self._n_converged: int | None = None
-        self._panel_cache: list[Panel] | None = None
-
-    # ------------------------------------------------------------------ support
-    def _phi0(self, u: np.ndarray) -> np.ndarray:
-        """phi(u, 0) = -G'(u) for real u off the support of nu."""
-        _, G1, _ = self.nu.stieltjes_derivatives(np.asarray(u, dtype=float) + 0j)
-        return -np.real(G1)
-
-    def _phi0_slope(self, u: np.ndarray) -> np.ndarray:
-        _, _, G2 = self.nu.stieltjes_derivatives(np.asarray(u, dtype=float) + 0j)
-        return -np.real(G2)
-
-    def _support_u(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        comps = self.nu.singular_components()
-        inv_qh = 1.0 / self.qh
-        span = math.sqrt(self.qh) * 1.01
-        # Outer edges: phi0 decreases away from the extreme components; phi0 <= 1/dist^2.
-        l0, rk = comps[0, 0], comps[-1, 1]
-
-        def left_fun(logs):
-            return inv_qh - self._phi0(l0 - np.exp(logs))
-
-        def right_fun(logs):
-            return inv_qh - self._phi0(rk + np.exp(logs))
-
-        # Stay a relative 1e-12 away from the components: at a branch point of
-        # G_nu the closed forms lose all precision (the edge is then that close).
-        scale = max(1.0, float(np.max(np.abs(comps))))
-        eps = 1e-12 * scale
-        lo_log = math.log(min(eps, 0.5 * span))
-        hi_log = math.log(span)
-        s_left = float(np.exp(_bisect_increasing(left_fun, [lo_log], [hi_log])[0]))
-        s_right = float(np.exp(_bisect_increasing(right_fun, [lo_log], [hi_log])[0]))
-        edges_lo = [l0 - s_left]
-        edges_hi = []
-        breaks: list[list[float]] = [[]]
-        if comps.shape[0] > 1:
-            g_lo, g_hi = comps[:-1, 1] + eps, comps[1:, 0] - eps
-            # Convex phi0 on each gap: its minimum is where -G'' changes sign.
-            umin = _bisect_increasing(self._phi0_slope, g_lo, g_hi)
-            split = self._phi0(umin) < inv_qh
-            for j in range(g_lo.size):
-                # Continuous components have interior edges worth a panel break.
-                if comps[j, 1] > comps[j, 0]:
-                    breaks[-1].extend([comps[j, 0], comps[j, 1]])
-                if split[j]:
-                    a = _bisect_increasing(lambda x: inv_qh - self._phi0(x), [g_lo[j]], [umin[j]])[0]
-                    b = _bisect_increasing(lambda x: self._phi0(x) - inv_qh, [umin[j]], [g_hi[j]])[0]
-                    edges_hi.append(a)
-                    edges_lo.append(b)
-                    breaks.append([])
-                elif self.qh * self._phi0(umin[j]) < 4.0:
-                    # Nearly split: v(umin) ~ (gap/2) sqrt(qh phi0(umin) - 1) is small
-                    # against the gap, so w(u) passes close to the axis here; break
-                    # the panel.  Elsewhere (dense atoms, qh phi0 >> 1) the curve
-                    # stays far above the atoms and one panel spans many of them.
-                    breaks[-1].append(umin[j])
-        if comps[-1, 1] > comps[-1, 0]:
-            breaks[-1].extend([comps[-1, 0], comps[-1, 1]])
-        edges_hi.append(rk + s_right)
-        intervals = np.stack([np.array(edges_lo), np.array(edges_hi)], axis=1)
-        out_breaks = []
-        for (a, b), br in zip(intervals, breaks):
-            br = np.unique(np.array(br, dtype=float))
-            out_breaks.append(br[(br > a) & (br < b)])
-        return intervals, out_breaks
+        self._panel_cache: Panels | None = None
 
     def _psi_outside(self, u: np.ndarray) -> np.ndarray:
         """psi(u) = u + qh G(u) where v(u) = 0 (real u off the support of rho_B's u-set)."""
@@ -217,49 +180,19 @@ class SemicircleFreeConvolution:
         return self.intervals_x.copy()
 
     # ------------------------------------------------------------ subordination
-    def solve_v(self, u: np.ndarray, max_iter: int = 200) -> np.ndarray:
+    def solve_v(self, u: np.ndarray) -> np.ndarray:
         """v(u) >= 0 with phi(u, v^2) = 1/qh, for u inside the support u-intervals.
 
         Safeguarded Newton on r(t) = 1/phi(u, t), which is increasing and concave
         in t = v^2 (1/phi is a complete Bernstein function), so Newton from the
         left of the root is monotone; t = qh is always to the right
-        (phi <= 1/t for a probability measure).
+        (phi <= 1/t for a probability measure).  Compiled:
+        :func:`._subordination_kernels.solve_v`.
         """
         u = np.asarray(u, dtype=float)
-        kernel = getattr(self.nu, "solve_v", None)
-        if kernel is not None:
-            return np.asarray(kernel(u.ravel(), self.qh)).reshape(u.shape)
-        return self._solve_v_python(u, max_iter)
-
-    def _solve_v_python(self, u: np.ndarray, max_iter: int = 200) -> np.ndarray:
-        """Vectorised NumPy version of the v(u) solve, for measures without a kernel."""
-        qh = self.qh
-        lo = np.zeros_like(u)
-        hi = np.full_like(u, qh)
-        t = hi.copy()
-        active = np.ones(u.shape, dtype=bool)
-        for _ in range(max_iter):
-            ua, ta = u[active], t[active]
-            phi, slope = self.nu.phi_and_slope(ua, ta)
-            r = 1.0 / phi
-            res = r - qh
-            right = res > 0
-            lo_a = np.where(right, lo[active], ta)
-            hi_a = np.where(right, ta, hi[active])
-            dr = -slope / (phi * phi)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                tn = ta - res / dr
-            bad = ~np.isfinite(tn) | (tn <= lo_a) | (tn >= hi_a)
-            fallback = np.where(lo_a > 0, np.sqrt(lo_a * hi_a), 1e-3 * hi_a)
-            tn = np.where(bad, fallback, tn)
-            done = (np.abs(res) <= 1e-15 * qh) | (np.abs(tn - ta) <= 1e-16 * ta)
-            t[active] = np.where(done, ta, tn)
-            lo[active], hi[active] = lo_a, hi_a
-            idx = np.flatnonzero(active)
-            active[idx[done]] = False
-            if not active.any():
-                break
-        return np.sqrt(t)
+        kind, c, scale, points, weights = self._measure
+        return _k.solve_v(kind, np.ascontiguousarray(u.ravel()), self.qh, c, scale, points,
+                          weights).reshape(u.shape)
 
     def psi(self, u: np.ndarray) -> np.ndarray:
         """x = psi(u) for any real u (v = 0 outside the support u-intervals)."""
@@ -327,73 +260,32 @@ class SemicircleFreeConvolution:
         return self.nu.stieltjes(w)
 
     # --------------------------------------------------------------- quadrature
-    def _panels(self) -> list[Panel]:
+    def _panels(self) -> Panels:
         """Panels of the u-support, graded geometrically towards internal breaks.
 
         Internal breaks are edges of continuous components of nu (branch points
         of G_nu) and nearly split gaps; there the curve w(u) passes at a distance
         ~ v(break) from a singularity, so panels shrink towards the break until
         their size is comparable to that distance (geometric grading keeps the
-        Gauss rules exponentially convergent)."""
-        if getattr(self, "_panel_cache", None) is not None:
-            return self._panel_cache
-        panels = []
-        for (a, b), br in zip(self.intervals_u, self._breaks):
-            pts = [a, b]
-            if br.size:
-                vb = self.solve_v(br)
-                for p, vp in zip(br, vb):
-                    pts.append(p)
-                pts_sorted = np.array(sorted(pts))
-                extra = []
-                for p, vp in zip(br, vb):
-                    k = int(np.searchsorted(pts_sorted, p))
-                    for nb in (pts_sorted[k - 1], pts_sorted[k + 1]):
-                        half = 0.5 * (nb - p)
-                        delta = max(vp, 1e-13 * abs(half))
-                        h = half * 0.25
-                        while abs(h) > delta:
-                            extra.append(p + h)
-                            h *= 0.25
-                        extra.append(p + half)
-                pts = sorted(set(pts) | set(extra))
-            pts = np.array(sorted(pts))
-            for k in range(pts.size - 1):
-                panels.append(Panel(pts[k], pts[k + 1], k == 0, k == pts.size - 2))
-        self._panel_cache = panels
-        return panels
+        Gauss rules exponentially convergent).  Compiled:
+        :func:`._subordination_kernels.panels`."""
+        if self._panel_cache is None:
+            kind, c, scale, points, weights = self._measure
+            self._panel_cache = Panels(*_k.panels(kind, self.qh, c, scale, points, weights,
+                                                  self.intervals_u, self._breaks,
+                                                  self._break_owner))
+        return self._panel_cache
 
-    def _cut_panels(self, u_cut: float) -> list[Panel]:
-        out = []
-        for p in self._panels():
-            if p.hi <= u_cut:
-                continue
-            if p.lo < u_cut:
-                p = Panel(u_cut, p.hi, False, p.sqrt_hi)
-            out.append(p)
-        return out
-
-    def rule_from_panels(self, panels: list[Panel], n: int) -> QuadratureRule:
-        """Composite Gauss-Jacobi rule with ``n`` nodes per panel."""
-        if not panels:
+    def rule_from_panels(self, panels: Panels, n: int) -> QuadratureRule:
+        """Composite Gauss-Jacobi rule with ``n`` nodes per panel
+        (:func:`._subordination_kernels.quadrature_rule`)."""
+        if not len(panels):
             e = np.zeros(0)
             return QuadratureRule(e, e, e, e, e)
-        pieces = []
-        for p in panels:
-            t, W, D = _jacobi_panel_rule(n, 0.5 if p.sqrt_hi else 0.0, 0.5 if p.sqrt_lo else 0.0)
-            half = 0.5 * (p.hi - p.lo)
-            pieces.append((p.lo + half * (1.0 + t), half, W, D))
-        u = np.concatenate([piece[0] for piece in pieces])
-        v = self.solve_v(u)
-        x = u + self.qh * np.real(self.nu.stieltjes(u + 1j * v))
-        dxdu = np.empty_like(x)
-        W_all = np.empty_like(x)
-        for k, (_, half, W, D) in enumerate(pieces):
-            sl = slice(k * n, (k + 1) * n)
-            dxdu[sl] = (D @ x[sl]) / half
-            W_all[sl] = half * W
-        weights = W_all * v * dxdu / (_PI * self.qh)
-        return QuadratureRule(x, weights, (x - u) / self.qh, u, v)
+        kind, c, scale, points, weights = self._measure
+        return QuadratureRule(*_k.quadrature_rule(kind, self.qh, c, scale, points, weights,
+                                                  panels.lo, panels.hi, panels.sqrt_lo,
+                                                  panels.sqrt_hi, *_rule_tables(n)))
 
     def integrate(
         self,
@@ -405,9 +297,10 @@ class SemicircleFreeConvolution:
     ) -> tuple[np.ndarray, float, int]:
         """int_{x > x_cut} h_j(x) rho_B(x) dx for the rows h_j of ``integrands(rule)``.
 
-        Doubles the nodes per panel until two successive rules agree to ``rtol``
-        (relative to the scale of each integral).  Returns (values, error
-        estimate, nodes per panel).
+        Doubles the nodes of each panel until its rules at n and 2n agree, the
+        panels' differences adding up to at most ``rtol`` relative to the scale of
+        each integral (:meth:`_adaptive_panels`).  Returns (values, error
+        estimate, the largest nodes per panel used).
         """
         u_cut = -math.inf if x_cut == -math.inf else self.u_cut(x_cut)
         return self.integrate_u(integrands, u_cut, n_start=n_start, n_max=n_max)
@@ -421,25 +314,53 @@ class SemicircleFreeConvolution:
         n_max: int = 1536,
     ) -> tuple[np.ndarray, float, int]:
         """As :meth:`integrate`, over x > psi(u_cut)."""
-        panels = self._panels() if u_cut == -math.inf else self._cut_panels(u_cut)
-        if not panels:
-            probe = integrands(self.rule_from_panels(self._panels()[:1], 2))
+        panels = self._panels() if u_cut == -math.inf else self._panels().above(u_cut)
+        if not len(panels):
+            p = self._panels()
+            probe = integrands(self.rule_from_panels(
+                Panels(p.lo[:1], p.hi[:1], p.sqrt_lo[:1], p.sqrt_hi[:1]), 2))
             return np.zeros(np.shape(probe)[0]), 0.0, 0
-        n = min(max(n_start, self._n_converged or n_start), n_max // 2)
-        prev = None
+        return self._adaptive_panels(integrands, panels, n_start, n_max)
+
+    def _adaptive_panels(self, integrands, panels: Panels, n_start: int,
+                         n_max: int) -> tuple[np.ndarray, float, int]:
+        """Per-panel adaptive Gauss-Jacobi: every panel starts at ``n_start`` nodes and is
+        doubled until its rules at n and 2n agree; the estimates |I_p(2n) - I_p(n)|
+        (relative to the scale of each integral, max(|I|, int |h| rho_B)) of the
+        accepted panels add up to at most ``rtol``.  Only panels near a singularity of
+        w(u) need many nodes, so the others stop early.  Returns (values, error
+        estimate, the largest nodes per panel used)."""
+        n = min(max(2, n_start), n_max // 2)
+        P = len(panels)
+        idx = np.arange(P)
+        rule = self.rule_from_panels(panels, n)
+        h = integrands(rule)
+        coarse = (h * rule.weights).reshape(h.shape[0], P, n).sum(axis=2)
+        best = coarse.copy()
+        mass = (np.abs(h) * np.abs(rule.weights)).reshape(h.shape[0], P, n).sum(axis=2)
+        spent = 0.0
         while True:
-            rule = self.rule_from_panels(panels, n)
-            vals = np.asarray(integrands(rule) @ rule.weights, dtype=float)
-            if prev is not None:
-                scale = np.maximum(np.abs(vals), np.abs(rule.weights) @ np.abs(integrands(rule)).T + 1e-300)
-                err = float(np.max(np.abs(vals - prev) / scale))
-                if err <= self.rtol:
-                    self._n_converged = n // 2
-                    return vals, err, n
-                if 2 * n > n_max:
-                    return vals, err, n
-            prev = vals
-            n *= 2
+            sub = Panels(panels.lo[idx], panels.hi[idx], panels.sqrt_lo[idx], panels.sqrt_hi[idx])
+            rule = self.rule_from_panels(sub, 2 * n)
+            h = integrands(rule)
+            fine = (h * rule.weights).reshape(h.shape[0], idx.size, 2 * n).sum(axis=2)
+            best[:, idx] = fine
+            mass[:, idx] = (np.abs(h) * np.abs(rule.weights)).reshape(h.shape[0], idx.size,
+                                                                         2 * n).sum(axis=2)
+            scale = np.maximum(np.abs(best.sum(axis=1)), mass.sum(axis=1)) + 1e-300
+            err = np.max(np.abs(fine - coarse) / scale[:, None], axis=0)
+            if 4 * n > n_max:
+                return best.sum(axis=1), spent + float(err.sum()), 2 * n
+            # accept the smallest errors while they fit in half of the budget left
+            order = np.argsort(err)
+            room = 0.5 * (self.rtol - spent)
+            cum = np.cumsum(err[order])
+            n_ok = int(np.searchsorted(cum, room, side="right"))
+            if n_ok == idx.size and spent + cum[-1] <= self.rtol:
+                return best.sum(axis=1), spent + float(cum[-1]), 2 * n
+            spent += float(cum[n_ok - 1]) if n_ok else 0.0
+            keep = np.sort(order[n_ok:])
+            idx, coarse, n = idx[keep], fine[:, keep], 2 * n
 
     def u_cut(self, x_cut: float) -> float:
         """psi^{-1}(x_cut), clamped to the support (so panels above it are exact)."""
@@ -451,9 +372,9 @@ class SemicircleFreeConvolution:
         k = int(np.searchsorted(ix[:, 0], x_cut, side="right") - 1)
         if x_cut >= ix[k, 1]:
             return float(iv[k + 1, 0]) if k + 1 < iv.shape[0] else float(iv[-1, 1])
-        a, b = float(iv[k, 0]), float(iv[k, 1])
-        return brentq(lambda uu: float(self.psi(np.array([uu]))[0]) - x_cut, a, b,
-                      xtol=1e-15 * max(1.0, abs(a), abs(b)), rtol=8.9e-16, maxiter=200)
+        kind, c, scale, points, weights = self._measure
+        return float(_k.u_cut(float(x_cut), float(iv[k, 0]), float(iv[k, 1]), kind, self.qh, c,
+                              scale, points, weights, iv))
 
     def mass_above(self, x_cut: float) -> float:
         """int_{x > x_cut} rho_B."""

@@ -26,26 +26,25 @@ import numpy as np
 from .spec import CustomTarget, PowerLawTarget, SpikedTarget, Target, WishartTarget
 
 
-def _upper(w: np.ndarray | complex | float) -> np.ndarray:
-    """Complex array with imaginary parts forced to +0.0 where they are zero.
-
-    The principal square root has its cut on the negative axis; a signed zero
-    (-0.0j) would put a real point on the wrong side of it.
-    """
-    w = np.asarray(w, dtype=complex)
-    return np.where(w.imag == 0.0, w.real + 0.0j, w)
-
-
 class SpectralMeasure(ABC):
     """A compactly supported probability measure on [0, inf) (a target spectrum)."""
 
-    @abstractmethod
     def stieltjes(self, w: np.ndarray) -> np.ndarray:
         """G(w) = int dnu(s) / (w - s) for Im w >= 0 (w off the support)."""
+        return self._stieltjes(w, False)[0]
 
-    @abstractmethod
     def stieltjes_derivatives(self, w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(G, G', G'') at w."""
+        """(G, G', G'') at w (infinite at a square-root edge of the support)."""
+        return self._stieltjes(w, True)
+
+    def _stieltjes(self, w, derivatives: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        from ._subordination_kernels import stieltjes_array
+
+        w = np.asarray(w, dtype=complex)
+        kind, c, scale, points, weights = self.kernel_args()[:5]
+        out = stieltjes_array(kind, np.ascontiguousarray(w.ravel()), c, scale, points, weights,
+                              derivatives)
+        return tuple(o.reshape(w.shape) for o in out)
 
     @abstractmethod
     def singular_components(self) -> np.ndarray:
@@ -69,20 +68,11 @@ class SpectralMeasure(ABC):
     def scaled(self, a: float) -> "SpectralMeasure":
         """The law of a*s for s ~ nu (a > 0)."""
 
-    def phi(self, u: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """phi(u, t) = int dnu(s) / ((u - s)^2 + t) = -Im G(u + i sqrt t)/sqrt t, t > 0."""
-        v = np.sqrt(t)
-        return -np.imag(self.stieltjes(u + 1j * v)) / v
-
-    def phi_and_slope(self, u: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(phi, d phi / d t) at t = v^2 > 0."""
-        v = np.sqrt(t)
-        G, G1, _ = self.stieltjes_derivatives(u + 1j * v)
-        # Non-finite values at t -> 0 are caught by the caller's safeguards.
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            phi = -np.imag(G) / v
-            # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
-            return phi, -(np.real(G1) + phi) / (2.0 * t)
+    @abstractmethod
+    def kernel_args(self) -> tuple:
+        """The measure as the compiled kernels of :mod:`._subordination_kernels` take it:
+        (kind, c, scale, points, weights), then its singular components as
+        (lo, hi, mass) arrays (mass 0 marks a continuous component)."""
 
 
 class MarchenkoPasturMeasure(SpectralMeasure):
@@ -90,7 +80,8 @@ class MarchenkoPasturMeasure(SpectralMeasure):
 
     G_mu solves c z G^2 - (z - 1 + c) G + 1 = 0; the root with G ~ 1/z is
     G_mu = 2 / ((z - 1 + c) + sqrt(z - l_-) sqrt(z - l_+)), l_pm = (1 pm sqrt c)^2,
-    a form that is stable at z = 0 and carries the atom 1 - 1/c when c > 1.
+    a form that is stable at z = 0 and carries the atom 1 - 1/c when c > 1
+    (evaluated in :func:`._subordination_kernels.g_derivs`).
     """
 
     def __init__(self, c: float, scale: float = 1.0):
@@ -105,44 +96,6 @@ class MarchenkoPasturMeasure(SpectralMeasure):
 
     def __repr__(self) -> str:
         return f"MarchenkoPasturMeasure(c={self.c!r}, scale={self.scale!r})"
-
-    def _g_mu_and_root(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(G_mu(z), R(z)) with R = sqrt(z - l_-) sqrt(z - l_+) (cut on [l_-, l_+]).
-
-        G_mu = (A - R)/(2 c z) = 2/(A + R), A = z - 1 + c; per point we use the
-        form without cancellation ((A+R)(A-R) = 4 c z, so one of them is large).
-        """
-        c = self.c
-        z = _upper(z)
-        R = np.sqrt(_upper(z - self.lo)) * np.sqrt(_upper(z - self.hi))
-        A = z - 1.0 + c
-        plus, minus = A + R, A - R
-        with np.errstate(divide="ignore", invalid="ignore"):
-            G = np.where(np.abs(plus) >= np.abs(minus), 2.0 / plus, minus / (2.0 * c * z))
-        return G, R
-
-    def stieltjes(self, w: np.ndarray) -> np.ndarray:
-        a = self.scale
-        return self._g_mu_and_root(np.asarray(w) / a)[0] / a
-
-    def stieltjes_derivatives(self, w):
-        a, c = self.scale, self.c
-        z = _upper(np.asarray(w) / a)
-        G, R = self._g_mu_and_root(z)
-        # At a support edge R = 0 and G', G'' are infinite (square-root edge):
-        # inf is the right value there, so the overflow is not reported.
-        np_err = np.seterr(divide="ignore", invalid="ignore", over="ignore")
-        # Implicit differentiation of c z G^2 - (z - 1 + c) G + 1 = 0:
-        # G' = (G - c G^2) / D with D = 2 c z G - (z - 1 + c) = -R exactly on the
-        # physical branch, which keeps G' accurate next to the edges l_pm.
-        N = G * (1.0 - c * G)
-        D = -R
-        G1 = N / D
-        N1 = G1 * (1.0 - 2.0 * c * G)
-        D1 = -(z - 1.0 - c) / R
-        G2 = (N1 * D - N * D1) / (D * D)
-        np.seterr(**np_err)
-        return G / a, G1 / a**2, G2 / a**3
 
     def singular_components(self) -> np.ndarray:
         a = self.scale
@@ -159,11 +112,16 @@ class MarchenkoPasturMeasure(SpectralMeasure):
             return self.scale**2 * (1.0 + self.c)
         raise ValueError("only moments k = 1, 2 are available")
 
-    def solve_v(self, u: np.ndarray, qh: float) -> np.ndarray:
-        """Subordination height v(u) (compiled kernel; see freeprob.solve_v)."""
-        from ._subordination_kernels import solve_v_mp
+    def kernel_args(self) -> tuple:
+        from ._subordination_kernels import MP
 
-        return solve_v_mp(np.ascontiguousarray(u, dtype=float), float(qh), self.c, self.scale)
+        comps = self.singular_components()
+        mass = np.zeros(comps.shape[0])
+        if self.c > 1.0:
+            mass[0] = self.atom_at_zero
+        empty = np.zeros(0)
+        return (MP, self.c, self.scale, empty, empty,
+                np.ascontiguousarray(comps[:, 0]), np.ascontiguousarray(comps[:, 1]), mass)
 
     def scaled(self, a: float) -> "MarchenkoPasturMeasure":
         return MarchenkoPasturMeasure(self.c, self.scale * a)
@@ -229,31 +187,6 @@ class DiscreteMeasure(SpectralMeasure):
     def __repr__(self) -> str:
         return f"DiscreteMeasure({self.points.size} atoms)"
 
-    def stieltjes(self, w):
-        from ._subordination_kernels import discrete_stieltjes
-
-        w = np.asarray(w, dtype=complex)
-        G, _, _ = discrete_stieltjes(np.ascontiguousarray(w.ravel()), self.points, self.weights, False)
-        return G.reshape(w.shape)
-
-    def stieltjes_derivatives(self, w):
-        from ._subordination_kernels import discrete_stieltjes
-
-        w = np.asarray(w, dtype=complex)
-        G, G1, G2 = discrete_stieltjes(np.ascontiguousarray(w.ravel()), self.points, self.weights, True)
-        return G.reshape(w.shape), G1.reshape(w.shape), G2.reshape(w.shape)
-
-    def phi(self, u, t):
-        u = np.asarray(u, dtype=float)
-        return np.sum(self.weights / ((u[..., None] - self.points) ** 2 + np.asarray(t)[..., None]), axis=-1)
-
-    def phi_and_slope(self, u, t):
-        # Sums of positive terms: no cancellation even when t -> 0.
-        u = np.asarray(u, dtype=float)
-        inv = 1.0 / ((u[..., None] - self.points) ** 2 + np.asarray(t)[..., None])
-        wi = self.weights * inv
-        return np.sum(wi, axis=-1), -np.sum(wi * inv, axis=-1)
-
     def singular_components(self) -> np.ndarray:
         return np.stack([self.points, self.points], axis=1)
 
@@ -267,11 +200,11 @@ class DiscreteMeasure(SpectralMeasure):
         idx = np.minimum(np.searchsorted(cdf / cdf[-1], levels, side="left"), self.points.size - 1)
         return self.points[idx]
 
-    def solve_v(self, u: np.ndarray, qh: float) -> np.ndarray:
-        """Subordination height v(u) (compiled kernel; see freeprob.solve_v)."""
-        from ._subordination_kernels import solve_v_discrete
+    def kernel_args(self) -> tuple:
+        from ._subordination_kernels import DISCRETE
 
-        return solve_v_discrete(np.ascontiguousarray(u, dtype=float), float(qh), self.points, self.weights)
+        return (DISCRETE, 0.0, 1.0, self.points, self.weights, self.points, self.points,
+                self.weights)
 
     def smallest_positive(self) -> float | None:
         pos = self.points[self.points > 0]

@@ -141,6 +141,40 @@ def test_warm_started_subordination_solve_equals_the_cold_solve():
     nu = DiscreteMeasure(s * 10.0)
     fc = SemicircleFreeConvolution(nu, 0.3)
     u = fc.rule_from_panels(fc._panels(), 8).u
-    warm = nu.solve_v(u, 0.3)
-    cold = np.array([nu.solve_v(np.array([x]), 0.3)[0] for x in u])
+    warm = fc.solve_v(u)
+    cold = np.array([fc.solve_v(np.array([x]))[0] for x in u])
     np.testing.assert_allclose(warm, cold, rtol=1e-12, atol=1e-300)
+
+
+def test_isolated_top_atoms_integrate_to_the_exact_moments_at_small_qh():
+    # A power-law list at small qh: ~100 separate u-intervals, the top ones narrow
+    # semicircles around atoms far from 0 (the case where differentiating x(u) on a
+    # panel lost digits to |x| before x - mean(x) was differentiated).
+    s = np.arange(1, 401, dtype=float) ** -1.0
+    nu = DiscreteMeasure(s * math.sqrt(400 / np.sum(s**2)) * 3.0)
+    qh = 1e-3
+    law = SemicircleFreeConvolution(nu, qh)
+    assert law.intervals_u.shape[0] > 50
+    (mass, m1, m2), err = _moments(law)
+    assert err <= law.rtol
+    assert abs(mass - 1) < 1e-11
+    assert abs(m1 - nu.moment(1)) < 1e-11 * nu.moment(1)
+    assert abs(m2 - nu.moment(2) - qh) < 1e-11 * nu.moment(2)
+
+
+def test_gap_bound_skips_only_gaps_that_can_neither_split_nor_nearly_split():
+    # support_u skips a gap between atoms of masses a, b a distance g apart when
+    # qh (a^(1/3) + b^(1/3))^3 / g^2 >= 4; with the masses hidden (0: no bound) every
+    # gap is examined, and the support and the panel breaks must come out the same.
+    from amp_attention import _subordination_kernels as k
+
+    rng = np.random.default_rng(5)
+    pts = np.sort(np.concatenate([rng.gamma(1.5, 1.0, 150), np.arange(1, 61) ** -1.5 * 20]))
+    nu = DiscreteMeasure(pts, rng.uniform(0.2, 2.0, pts.size))
+    kind, c, scale, p, w, lo, hi, mass = nu.kernel_args()
+    for qh in (1e-4, 1e-2, 0.3):
+        fast = k.support_u(kind, qh, c, scale, p, w, lo, hi, mass)
+        full = k.support_u(kind, qh, c, scale, p, w, lo, hi, np.zeros_like(mass))
+        for a, b in zip(fast, full):
+            np.testing.assert_array_equal(a, b)
+        assert fast[0].shape[0] > 1 or qh == 0.3
