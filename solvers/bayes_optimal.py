@@ -311,7 +311,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     g(h(posterior mean)), trace_per_d = Tr(S0)/d (known exactly), rank_fraction = 1;
     train_error and loss are not defined (NaN).  ``start``: "both" (uninformative
     and informative; the larger free entropy is reported, ``metastable`` flags
-    distinct fixed points), "uninformative" or "informative".
+    distinct fixed points), "uninformative" or "informative"; "auto" is "both" (the
+    Bayes-optimal SE can have several fixed points for any channel).
 
     Channels without a closed-form posterior output function (output noise on
     softmax, seq2lab, user channels) are integrated by nested RQMC
@@ -328,7 +329,7 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     coarse = se.coarse()
     low = MC_INFORMATIVE_START if se.mc is not None else INFORMATIVE_START
     starts = {"uninformative": se.e_max, "informative": low * se.e_max}
-    names = ("uninformative", "informative") if start == "both" else (start,)
+    names = ("uninformative", "informative") if start in ("both", "auto") else (start,)
     runs, n_coarse, coarse_ends, slopes = {}, 0, {}, {}
     for name in names:
         e0, slope = starts[name], None
@@ -375,7 +376,9 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     return SEResult(
         m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
         test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
-        iterations=run.iterations, residual=run.residual, start=best, metastable=metastable,
+        iterations=run.iterations, residual=run.residual, start=best,
+        start_policy=("both starts: the Bayes-optimal SE can have several fixed points"
+                      if len(names) == 2 else f"{start} start"), metastable=metastable,
         alternative=alternative, quadrature_error=run.den.quadrature_error,
         mc_stderr=stderr, mc_error_method=how, iterations_coarse=n_coarse,
         seconds=time.perf_counter() - t0,

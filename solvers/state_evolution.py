@@ -84,6 +84,8 @@ class SEResult(Result):
     metastable: bool = False
     #: the other start's fixed point (to_dict of its fields), None with one start
     alternative: dict[str, Any] | None = None
+    #: which starts were run and why (start="auto": one start where the fixed point is unique)
+    start_policy: str = ""
     #: estimated error of the denoiser-side quadrature
     quadrature_error: float = 0.0
     #: Monte-Carlo channels: the RQMC standard error of every field (None in closed form)
@@ -125,11 +127,16 @@ class SEResult(Result):
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
 
 
+#: initialisations of :func:`solve_state_evolution`
+START_CHOICES = ("auto", "informative", "uninformative", "both")
+
+
 def _check_solver_options(method: str, start: str, tol: float, max_iter: int, damping: float):
     if method not in ("anderson", "damped"):
         raise ValueError(f"method must be 'anderson' or 'damped', got {method!r}")
-    if start not in ("informative", "uninformative", "both"):
-        raise ValueError(f"start must be 'informative', 'uninformative' or 'both', got {start!r}")
+    if start not in START_CHOICES:
+        raise ValueError(f"start must be one of {', '.join(map(repr, START_CHOICES))}, "
+                         f"got {start!r}")
     if not (math.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be in (0, inf), got {tol!r}")
     if int(max_iter) != max_iter or max_iter < 1:
@@ -184,6 +191,8 @@ class StateEvolution:
         self.finite_d = finite_d
         # ``channel`` overrides the task's channel (e.g. a user-defined one).
         channel = channel_for(problem.task) if channel is None else channel
+        #: the channel object itself (``channel`` below may wrap it in RQMC integrals)
+        self.model_channel = channel
         if optional_member(channel, "se") is None:
             from .channel_integrals import MonteCarloChannel
 
@@ -225,6 +234,20 @@ class StateEvolution:
     def valid(self, x: np.ndarray) -> bool:
         m, q, V = x
         return bool(q >= 0 and V >= 0 and m * m <= q * self.Q0 * (1 + OVERLAP_RTOL) + 1e-300)
+
+    def unique_fixed_point(self) -> str:
+        """Why this SE has a single fixed point ('' when it may have several): the ERM is
+        convex when the channel's loss is convex in its argument (``convex``) and the
+        learner has no binding rank cap (kappa >= 1, or the element-wise learner); the
+        minimiser's overlaps are then unique, and so is the SE fixed point."""
+        learner = self.problem.learner
+        if not optional_member(self.model_channel, "convex"):
+            return ""
+        if learner.parameterisation != "elementwise" and learner.rank_capped:
+            return ""
+        what = ("element-wise learner" if learner.parameterisation == "elementwise"
+                else f"kappa = {learner.kappa:g} >= 1")
+        return f"convex ERM ({getattr(self.model_channel, 'name', 'the')} channel, {what})"
 
     def starts(self) -> dict[str, np.ndarray]:
         Q0 = self.Q0
@@ -443,7 +466,7 @@ def solve_state_evolution(
     tol: float = 1e-10,
     max_iter: int = 500,
     damping: float = 1.0,
-    start: str = "both",
+    start: str = "auto",
     spectrum: bool = False,
     mc: MonteCarloOptions | None = None,
     channel=None,
@@ -457,7 +480,11 @@ def solve_state_evolution(
     ``start="both"`` runs an informative (Shat ~ S0) and an uninformative
     (Shat independent of S0) initialisation; the reported point is the one of
     lower training loss, and ``metastable``/``alternative`` say whether the
-    other one converged elsewhere.  ``spectrum=True`` attaches the predicted
+    other one converged elsewhere.  ``start="auto"`` (default) runs both only
+    where several fixed points are possible (a non-convex channel or a binding
+    rank cap, :meth:`StateEvolution.unique_fixed_point`); for a convex ERM it
+    runs the informative start alone, and the uninformative one only if that
+    fails; ``start_policy`` says which.  ``spectrum=True`` attaches the predicted
     spectra of Shat and W (docs/theory.md "Spectra of the learned weights").  ``mc`` sets the
     RQMC integration of
     non-linear channels; their Monte-Carlo standard errors are reported in
@@ -497,9 +524,20 @@ def solve_state_evolution(
                              f"got {x0!r}")
         starts, names = {"warm": x0}, ("warm",)
     else:
-        names = ("informative", "uninformative") if start == "both" else (start,)
+        names = ("informative", "uninformative") if start in ("both", "auto") else (start,)
+    unique = se.unique_fixed_point() if start == "auto" and x0 is None else ""
+    policy = {"both": "both starts (asked for)", "auto": "both starts: several fixed points "
+              "are possible (non-convex channel or binding rank cap)"}.get(start, f"{start} start")
+    if x0 is not None:
+        policy = "warm start from x0"
     runs, extra = {}, {}
     for name in names:
+        if unique and runs:
+            if any(r.converged for r, _ in runs.values()):
+                policy = f"one start: {unique} has a unique fixed point"
+                break
+            policy = (f"{unique}: the informative start failed "
+                      f"({runs['informative'][0].summary}), so the uninformative one ran too")
         with _progress_monitor(progress, f"SE, {name} start", tol) as monitor:
             rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
                                                     max_iter=max_iter, damping=damping,
@@ -568,7 +606,7 @@ def solve_state_evolution(
                     residual_kurtosis=kurt, residual_kurtosis_stderr=kurt_err,
                     finite_size_warning=warning,
                     finite_d=None if finite_d is None else asdict(finite_d),
-                    residual=rep.residual, start=best_name,
+                    residual=rep.residual, start=best_name, start_policy=policy,
                     metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
                     mc_error_method=mc_method, mc_failed_prox=failed,
                     mc_warm_fallbacks=fallbacks,

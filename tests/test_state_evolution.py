@@ -194,11 +194,45 @@ def test_progress_reports_iterations_and_residual_without_changing_the_result(mo
             pass
 
     p = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.6)
-    plain = sev.solve_state_evolution(p)
+    plain = sev.solve_state_evolution(p, start="both")
     monkeypatch.setattr(sev, "progress_bar", Recorder)
-    shown = sev.solve_state_evolution(p, progress=True)
+    shown = sev.solve_state_evolution(p, progress=True, start="both")
     assert (shown.m, shown.q, shown.V, shown.iterations) == (plain.m, plain.q, plain.V,
                                                              plain.iterations)
     assert [b.desc for b in bars] == ["SE, informative start", "SE, uninformative start"]
     assert all(b.n >= 1 and b.postfix[-1].startswith("residual") for b in bars)
     assert any("it to tol" in t for b in bars for t in b.postfix)
+
+
+def test_auto_start_runs_one_start_only_for_a_convex_erm():
+    lin = dict(task=Task("linear", L=1, noise=0.5), target=WishartTarget(0.5), alpha=0.6)
+    convex = Problem(learner=Learner(1.0, 0.1), **lin)
+    auto, both = solve_state_evolution(convex), solve_state_evolution(convex, start="both")
+    assert auto.alternative is None and "one start: convex ERM" in auto.start_policy
+    # the uninformative start would have found the same point
+    assert not both.metastable
+    for k in ("m", "q", "V", "test_error"):
+        assert getattr(auto, k) == pytest.approx(getattr(both, k), rel=1e-8)
+    elementwise = solve_state_evolution(Problem(learner=Learner(1.0, 0.1, parameterisation="elementwise"), **lin))
+    assert elementwise.alternative is None and "element-wise" in elementwise.start_policy
+    capped = solve_state_evolution(Problem(learner=Learner(0.5, 0.1), **lin))
+    assert capped.alternative is not None and capped.start_policy.startswith("both starts")
+
+
+def test_auto_start_runs_the_uninformative_start_when_the_informative_one_fails(monkeypatch):
+    import amp_attention.solvers.state_evolution as sev
+
+    real = sev._solve_from
+    seen = []
+
+    def fail_informative(se, x0, **kw):
+        seen.append(float(x0[0]))
+        if x0[0] > 0:  # the informative start m = 0.999 Q0
+            return real(se, x0, **{**kw, "max_iter": 1})
+        return real(se, x0, **kw)
+
+    monkeypatch.setattr(sev, "_solve_from", fail_informative)
+    p = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.6)
+    r = sev.solve_state_evolution(p)
+    assert len(seen) == 2 and r.converged and r.start == "uninformative"
+    assert "the informative start failed" in r.start_policy

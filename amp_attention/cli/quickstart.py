@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     params = {
         "problem": base,
         "solver": {"method": "anderson", "tol": c.tol, "max_iter": c.max_iter,
-                   "damping": 1.0, "start": "both"},
+                   "damping": 1.0, "start": "auto"},
         "erm": None if args.no_erm else {
             "d": c.erm_d, "seeds": list(c.erm_seeds), "alphas": list(c.erm_alphas),
             "tol": c.erm_tol, "max_iter": c.erm_max_iter},

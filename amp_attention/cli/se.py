@@ -25,7 +25,7 @@ m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V and the conjugates m_hat, q_hat, V_hat;
 train_error (1/n) sum ||y - yhat||^2, test_error E||g(h(S0)) - g(h(Shat))||^2
 (clean labels), matrix_mse ||Shat - S0||_F^2/d, loss R/n, rank_fraction and
 Tr(Shat)/d, plus convergence diagnostics (converged, iterations, residual,
-status, start, metastable, alternative).
+status, start, start_policy, metastable, alternative).
 
 {MODEL}"""
 
@@ -50,6 +50,7 @@ SE_FIELD_HELP = {
     "start": "initialisation of the reported point",
     "metastable": "the other start converged elsewhere",
     "alternative": "the other start's fixed point",
+    "start_policy": "which starts ran and why",
     "quadrature_error": "estimated quadrature error",
     "seconds": "wall time of the solve",
     "finite_d": "finite-d mode: d, GOE draws, seed",
@@ -88,9 +89,12 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--damping", type=float, default=1.0,
                    help="damping in (0, 1]: x <- (1-damping) x + damping T(x); lower it if the "
                         "iteration diverges (default: 1)")
-    g.add_argument("--start", choices=("informative", "uninformative", "both"), default="both",
-                   help="initialisation: informative (Shat ~ S0), uninformative, or both "
-                        "(report the lower-loss fixed point, flag metastability) (default: both)")
+    g.add_argument("--start", choices=("auto", "informative", "uninformative", "both"), default="auto",
+                   help="initialisation: informative (Shat ~ S0), uninformative, both "
+                        "(report the lower-loss fixed point, flag metastability), or auto: "
+                        "both only where several fixed points are possible (non-convex "
+                        "channel or a rank cap kappa < 1), the informative start alone for a "
+                        "convex ERM (the result's start_policy says which) (default: auto)")
     add_mc_group(se)
     g = se.add_argument_group("finite-d prediction (docs/theory.md, finite-size corrections)")
     g.add_argument("--finite-d", type=int, default=None, metavar="D",
