@@ -44,14 +44,23 @@ def _sqrt_upper(z: complex) -> complex:
 def _mp_g_and_root(z: complex, c: float) -> tuple[complex, complex]:
     """(G_mu(z), R(z)) of Marchenko-Pastur(c), R = sqrt(z - l-) sqrt(z - l+): per point
     the form of G without cancellation ((A + R)(A - R) = 4 c z, so one is large)."""
-    if z.imag == 0.0:
-        z = complex(z.real, 0.0)
     sc = math.sqrt(c)
-    R = _sqrt_upper(z - (1.0 - sc) ** 2) * _sqrt_upper(z - (1.0 + sc) ** 2)
+    lo = (1.0 - sc) ** 2
+    hi = (1.0 + sc) ** 2
+    if z.imag > 0.0:
+        # One square root: the arguments of z - l- and z - l+ add up to S in (0, 2 pi);
+        # their product of roots is the principal root of the product when S <= pi
+        # (Im >= 0) and minus it when S > pi (Im < 0), where sqrt(p) = conj(sqrt(conj p)).
+        prod = (z - lo) * (z - hi)
+        root = cmath.sqrt(complex(prod.real, abs(prod.imag)))
+        R = root if prod.imag >= 0.0 else -root.conjugate()
+    else:
+        z = complex(z.real, 0.0)
+        R = _sqrt_upper(z - lo) * _sqrt_upper(z - hi)
     A = z - 1.0 + c
     plus = A + R
     minus = A - R
-    if abs(plus) >= abs(minus):
+    if plus.real * plus.real + plus.imag * plus.imag >= minus.real * minus.real + minus.imag * minus.imag:
         return 2.0 / plus, R
     return minus / (2.0 * c * z), R
 
@@ -119,8 +128,9 @@ def _g_only(kind: int, w: complex, c: float, scale: float, points: np.ndarray,
 
 @njit(cache=True, error_model="numpy")
 def _phi_and_slope(kind: int, u: float, t: float, c: float, scale: float, points: np.ndarray,
-                   weights: np.ndarray) -> tuple[float, float]:
-    """(phi(u, t), d phi/dt) at t = v^2 > 0."""
+                   weights: np.ndarray) -> tuple[float, float, complex]:
+    """(phi(u, t), d phi/dt, G(u + i sqrt t)) at t = v^2 > 0 (G: Marchenko-Pastur only,
+    where it comes for free; 0 for a discrete measure, whose Re G is a sum of its own)."""
     if kind == MP:
         v = math.sqrt(t)
         # G and G' only (g_derivs without G''): this is the innermost loop
@@ -128,7 +138,7 @@ def _phi_and_slope(kind: int, u: float, t: float, c: float, scale: float, points
         G1 = -G * (1.0 - c * G) / R
         phi = -G.imag / (scale * v)
         # d/dv Im G = Re G'  =>  d phi/dv = -(Re G' + phi)/v, and dt = 2 v dv.
-        return phi, -(G1.real / (scale * scale) + phi) / (2.0 * t)
+        return phi, -(G1.real / (scale * scale) + phi) / (2.0 * t), G / scale
     phi = 0.0
     slope = 0.0
     for k in range(points.size):
@@ -136,19 +146,21 @@ def _phi_and_slope(kind: int, u: float, t: float, c: float, scale: float, points
         wi = weights[k] * inv
         phi += wi
         slope -= wi * inv
-    return phi, slope
+    return phi, slope, 0j
 
 
 @njit(cache=True, error_model="numpy")
 def _newton_v(kind: int, u: float, qh: float, c: float, scale: float, points: np.ndarray,
-              weights: np.ndarray, t0: float) -> float:
+              weights: np.ndarray, t0: float, want_g: bool) -> tuple[float, complex]:
+    """(v(u), G(u + i v) when ``want_g``): safeguarded Newton on r(t) = 1/phi(u, t)."""
     lo = 0.0
     hi = qh
     # Any start in (0, qh] converges (one step lands left of the root, then
     # monotone); a neighbour's solution saves most of the iterations.
     t = t0 if (t0 > 0.0 and t0 <= qh) else qh
+    G = 0j
     for _ in range(200):
-        phi, slope = _phi_and_slope(kind, u, t, c, scale, points, weights)
+        phi, slope, G = _phi_and_slope(kind, u, t, c, scale, points, weights)
         if not (phi > 0.0 and math.isfinite(phi)):
             # t too small for a finite evaluation: move right (bisect).
             lo = max(lo, t)
@@ -160,15 +172,19 @@ def _newton_v(kind: int, u: float, qh: float, c: float, scale: float, points: np
         else:
             lo = max(lo, t)
         if abs(res) <= 1e-15 * qh:
-            return math.sqrt(t)
+            break
         dr = -slope / (phi * phi)
         tn = t - res / dr if dr > 0.0 else -1.0
         if not (tn > lo and tn < hi) or not math.isfinite(tn):
             tn = math.sqrt(lo * hi) if lo > 0.0 else 1e-3 * hi
         if abs(tn - t) <= 1e-16 * t:
-            return math.sqrt(tn)
+            t = tn  # G is that of the previous t: 1e-16 away
+            break
         t = tn
-    return math.sqrt(t)
+    v = math.sqrt(t)
+    if want_g and kind != MP:
+        G = _discrete_g(complex(u, v), points, weights, False)[0]
+    return v, G
 
 
 @njit(cache=True, error_model="numpy")
@@ -179,7 +195,7 @@ def solve_v(kind: int, u: np.ndarray, qh: float, c: float, scale: float, points:
     out = np.empty(u.size)
     t0 = qh
     for i in range(u.size):
-        v = _newton_v(kind, u[i], qh, c, scale, points, weights, t0)
+        v = _newton_v(kind, u[i], qh, c, scale, points, weights, t0, False)[0]
         out[i] = v
         t0 = v * v if v > 0.0 else qh
     return out
@@ -412,6 +428,53 @@ def panels(kind: int, qh: float, c: float, scale: float, points: np.ndarray, wei
 
 
 @njit(cache=True, error_model="numpy")
+def _panel_nodes(kind, qh, c, scale, points, weights, lo, hi, t, w, D, x, wq, u, v):
+    """One panel [lo, hi] of the composite rule: nodes u_i = lo + half (1 + t_i),
+    v(u_i), x_i = psi(u_i) and weights W_i v_i psi'(u_i) / (pi qh) into x, wq, u, v
+    (psi' by the spectral differentiation matrix D of the nodes t)."""
+    n = t.size
+    half = 0.5 * (hi - lo)
+    t1 = t2 = t3 = u1 = u2 = u3 = 0.0
+    for i in range(n):
+        ui = lo + half * (1.0 + t[i])
+        # Start Newton from the previous nodes' t = v^2 extrapolated (smooth in u on a
+        # panel): two evaluations per node instead of four from the last node alone.
+        t0 = qh
+        if i >= 3:
+            # the parabola through the three previous nodes (Lagrange form)
+            t0 = (t1 * (ui - u2) * (ui - u3) / ((u1 - u2) * (u1 - u3))
+                  + t2 * (ui - u1) * (ui - u3) / ((u2 - u1) * (u2 - u3))
+                  + t3 * (ui - u1) * (ui - u2) / ((u3 - u1) * (u3 - u2)))
+        elif i == 2:
+            t0 = t1 + (t1 - t2) * (ui - u1) / (u1 - u2)
+        elif i == 1:
+            t0 = t1
+        if not (t0 > 0.0 and t0 <= qh):
+            t0 = t1 if i >= 1 else qh
+        vi, G = _newton_v(kind, ui, qh, c, scale, points, weights, t0, True)
+        t3, u3 = t2, u2
+        t2, u2 = t1, u1
+        t1, u1 = vi * vi, ui
+        u[i] = ui
+        v[i] = vi
+        x[i] = ui + qh * G.real
+    # D annihilates constants: differentiate x - mean(x) so that the rounding
+    # error scales with the variation of x over the panel, not with |x| (an
+    # isolated top atom's panel is narrow and far from 0).
+    x_mean = 0.0
+    for i in range(n):
+        x_mean += x[i]
+    x_mean /= n
+    inv_pi_qh = 1.0 / (math.pi * qh)
+    for i in range(n):
+        dx = 0.0
+        for j in range(n):
+            dx += D[i, j] * (x[j] - x_mean)
+        # W (half dx/du) v / (pi qh) with half dx/du = D x: the halves cancel
+        wq[i] = w[i] * v[i] * dx * inv_pi_qh
+
+
+@njit(cache=True, error_model="numpy")
 def quadrature_rule(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
                     weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, sqrt_lo: np.ndarray,
                     sqrt_hi: np.ndarray, t_tab: np.ndarray, w_tab: np.ndarray,
@@ -421,54 +484,173 @@ def quadrature_rule(kind: int, qh: float, c: float, scale: float, points: np.nda
     Rule r = 2 [sqrt at the panel's hi] + [sqrt at its lo] of the tables (nodes
     on [-1, 1], weights with the Jacobi weight divided out, spectral
     differentiation matrix).  Returns (x, weights, Re g_B, u, v) with
-    int h(x) rho_B(x) dx ~ sum_i weights_i h(x_i): weights = W v psi'(u) / (pi qh),
-    psi'(u) by spectral differentiation of x(u) on each panel."""
+    int h(x) rho_B(x) dx ~ sum_i weights_i h(x_i): weights = W v psi'(u) / (pi qh)."""
     n = t_tab.shape[1]
     P = lo.size
     x = np.empty(P * n)
     wq = np.empty(P * n)
-    re_g = np.empty(P * n)
     u = np.empty(P * n)
     v = np.empty(P * n)
-    inv_pi_qh = 1.0 / (math.pi * qh)
     for p in range(P):
         r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
-        half = 0.5 * (hi[p] - lo[p])
-        t1 = t2 = u1 = u2 = 0.0
-        for i in range(n):
-            k = p * n + i
-            uk = lo[p] + half * (1.0 + t_tab[r, i])
-            # Start Newton from the line through the two previous nodes' t = v^2
-            # (smooth in u on a panel): one or two steps instead of four.
-            t0 = qh
-            if i >= 2 and u1 > u2:
-                t0 = t1 + (t1 - t2) * (uk - u1) / (u1 - u2)
-                if not (t0 > 0.0):
-                    t0 = t1
-            elif i == 1:
-                t0 = t1
-            vk = _newton_v(kind, uk, qh, c, scale, points, weights, t0)
-            t2, u2 = t1, u1
-            t1, u1 = vk * vk, uk
-            g = _g_only(kind, complex(uk, vk), c, scale, points, weights)
-            u[k] = uk
-            v[k] = vk
-            x[k] = uk + qh * g.real
-        # D annihilates constants: differentiate x - mean(x) so that the rounding
-        # error scales with the variation of x over the panel, not with |x| (an
-        # isolated top atom's panel is narrow and far from 0).
-        x_mean = 0.0
-        for i in range(n):
-            x_mean += x[p * n + i]
-        x_mean /= n
-        for i in range(n):
-            k = p * n + i
-            dx = 0.0
-            for j in range(n):
-                dx += d_tab[r, i, j] * (x[p * n + j] - x_mean)
-            wq[k] = w_tab[r, i] * v[k] * dx * inv_pi_qh
-            re_g[k] = (x[k] - u[k]) / qh
-    return x, wq, re_g, u, v
+        sl = slice(p * n, (p + 1) * n)
+        _panel_nodes(kind, qh, c, scale, points, weights, lo[p], hi[p], t_tab[r], w_tab[r],
+                     d_tab[r], x[sl], wq[sl], u[sl], v[sl])
+    return x, wq, (x - u) / qh, u, v
+
+
+#: integrand families of :func:`spectral_integrals` (rows h_j(x) integrated against rho_B)
+FAMILY_SHIFTED = 0  # f = (x - shift)/fscale: rows 1, f, f^2, x f, f Re g
+FAMILY_BAYES = 1    # f = (2u - x)/fscale (posterior mean): rows f, f^2, x f, f Re g, rho_B^2
+N_ROWS = 5
+
+
+@njit(cache=True, error_model="numpy")
+def _panel_sums(kind, qh, c, scale, points, weights, lo, hi, t, w, D, family, shift, fscale,
+                x, wq, u, v, out, out_abs):
+    """sum_i wq_i h_j(x_i) and sum_i |wq_i h_j(x_i)| over one panel's rule."""
+    n = t.size
+    _panel_nodes(kind, qh, c, scale, points, weights, lo, hi, t, w, D, x[:n], wq[:n], u[:n],
+                 v[:n])
+    for j in range(N_ROWS):
+        out[j] = 0.0
+        out_abs[j] = 0.0
+    rho_scale = 1.0 / (math.pi * qh)
+    for i in range(n):
+        re_g = (x[i] - u[i]) / qh
+        if family == FAMILY_SHIFTED:
+            f = (x[i] - shift) / fscale
+            h0, h1, h2, h3, h4 = 1.0, f, f * f, x[i] * f, f * re_g
+        else:
+            f = (2.0 * u[i] - x[i]) / fscale
+            rho = v[i] * rho_scale
+            h0, h1, h2, h3, h4 = f, f * f, x[i] * f, f * re_g, rho * rho
+        wi = wq[i]
+        out[0] += wi * h0
+        out[1] += wi * h1
+        out[2] += wi * h2
+        out[3] += wi * h3
+        out[4] += wi * h4
+        aw = abs(wi)
+        out_abs[0] += aw * abs(h0)
+        out_abs[1] += aw * abs(h1)
+        out_abs[2] += aw * abs(h2)
+        out_abs[3] += aw * abs(h3)
+        out_abs[4] += aw * abs(h4)
+
+
+@njit(cache=True, error_model="numpy")
+def spectral_integrals(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
+                       weights: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                       sqrt_lo: np.ndarray, sqrt_hi: np.ndarray, family: int, shift: float,
+                       fscale: float, rtol: float, t_flat: np.ndarray, w_flat: np.ndarray,
+                       d_flat: np.ndarray, off_t: np.ndarray, off_d: np.ndarray,
+                       ns: np.ndarray, tables_complete: bool):
+    """int h_j rho_B over the panels for the rows h_j of ``family``, per-panel adaptive.
+
+    Level l of the tables has ns[l] = ns[0] 2^l nodes per panel (flat: nodes and
+    weights at off_t[l]:off_t[l+1], the n x n differentiation matrix at
+    off_d[l]:off_d[l+1], each for the four panel kinds).  Every panel starts at
+    levels 0 and 1 and is refined while its two finest rules differ; the
+    differences |I_p(2n) - I_p(n)| (relative to each row's scale max(|I|, int |h|
+    rho_B)) of the accepted panels add up to at most rtol, accepted greedily from the
+    smallest within half of the budget left -- the rule of
+    :meth:`amp_attention.freeprob.SemicircleFreeConvolution._adaptive_panels`.
+
+    Returns (values, error estimate, status): status 0 converged, 1 a panel needs more
+    than the last level and the tables are complete (the finest rules' values and
+    error), 2 it needs more than the tables hold (``tables_complete`` False: call
+    again with more levels).
+    """
+    P = lo.size
+    L = ns.size
+    nmax = ns[L - 1]
+    if L < 2:
+        raise ValueError("spectral_integrals needs at least two levels")
+    coarse = np.zeros((P, N_ROWS))
+    fine = np.zeros((P, N_ROWS))
+    mass = np.zeros((P, N_ROWS))
+    level = np.zeros(P, dtype=np.int64)  # the fine level of each panel
+    active = np.ones(P, dtype=np.bool_)
+    x = np.empty(nmax)
+    wq = np.empty(nmax)
+    u = np.empty(nmax)
+    v = np.empty(nmax)
+    junk = np.empty(N_ROWS)
+    for p in range(P):
+        r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
+        for lev in range(2):
+            n = ns[lev]
+            t = t_flat[r, off_t[lev]:off_t[lev + 1]]
+            w = w_flat[r, off_t[lev]:off_t[lev + 1]]
+            D = d_flat[r, off_d[lev]:off_d[lev + 1]].reshape((n, n))
+            if lev == 0:
+                _panel_sums(kind, qh, c, scale, points, weights, lo[p], hi[p], t, w, D, family,
+                            shift, fscale, x, wq, u, v, coarse[p], junk)
+            else:
+                _panel_sums(kind, qh, c, scale, points, weights, lo[p], hi[p], t, w, D, family,
+                            shift, fscale, x, wq, u, v, fine[p], mass[p])
+        level[p] = 1
+    spent = 0.0
+    total = np.zeros(N_ROWS)
+    err = np.zeros(P)
+    while True:
+        scl = np.zeros(N_ROWS)
+        for j in range(N_ROWS):
+            tot = 0.0
+            ab = 0.0
+            for p in range(P):
+                tot += fine[p, j]
+                ab += mass[p, j]
+            total[j] = tot
+            scl[j] = max(abs(tot), ab) + 1e-300
+        n_act = 0
+        err_sum = 0.0
+        for p in range(P):
+            if active[p]:
+                e = 0.0
+                for j in range(N_ROWS):
+                    e = max(e, abs(fine[p, j] - coarse[p, j]) / scl[j])
+                err[p] = e
+                err_sum += e
+                n_act += 1
+        # accept the smallest errors while they fit in half of the budget left
+        idx = np.empty(n_act, dtype=np.int64)
+        k = 0
+        for p in range(P):
+            if active[p]:
+                idx[k] = p
+                k += 1
+        order = idx[np.argsort(err[idx])]
+        room = 0.5 * (rtol - spent)
+        cum = 0.0
+        n_ok = 0
+        for k in range(n_act):
+            if cum + err[order[k]] > room:
+                break
+            cum += err[order[k]]
+            n_ok += 1
+        if n_ok == n_act and spent + cum <= rtol:
+            return total, spent + cum, 0
+        for k in range(n_ok, n_act):
+            if level[order[k]] + 1 >= L:
+                return total, spent + err_sum, 1 if tables_complete else 2
+        spent += cum
+        for k in range(n_ok):
+            active[order[k]] = False
+        for k in range(n_ok, n_act):
+            p = order[k]
+            lev = level[p] + 1
+            r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
+            n = ns[lev]
+            t = t_flat[r, off_t[lev]:off_t[lev + 1]]
+            w = w_flat[r, off_t[lev]:off_t[lev + 1]]
+            D = d_flat[r, off_d[lev]:off_d[lev + 1]].reshape((n, n))
+            for j in range(N_ROWS):
+                coarse[p, j] = fine[p, j]
+            _panel_sums(kind, qh, c, scale, points, weights, lo[p], hi[p], t, w, D, family,
+                        shift, fscale, x, wq, u, v, fine[p], mass[p])
+            level[p] = lev
 
 
 @njit(cache=True, error_model="numpy")
@@ -477,8 +659,8 @@ def psi_scalar(u: float, kind: int, qh: float, c: float, scale: float, points: n
     """x = psi(u) = u + qh Re G(u + i v(u)) (v = 0 outside the support u-intervals)."""
     for i in range(intervals.shape[0]):
         if intervals[i, 0] < u < intervals[i, 1]:
-            v = _newton_v(kind, u, qh, c, scale, points, weights, qh)
-            return u + qh * _g_only(kind, complex(u, v), c, scale, points, weights).real
+            G = _newton_v(kind, u, qh, c, scale, points, weights, qh, True)[1]
+            return u + qh * G.real
     return u + qh * _g_only(kind, complex(u, 0.0), c, scale, points, weights).real
 
 

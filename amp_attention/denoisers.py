@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .freeprob import QuadratureRule, SemicircleFreeConvolution
+from ._subordination_kernels import FAMILY_BAYES, FAMILY_SHIFTED
+from .freeprob import SemicircleFreeConvolution
 from .spectral_maps import psd_soft_threshold, spectral_divergence, symmetric_eigh
 from .targets import SpectralMeasure
 
@@ -104,13 +105,8 @@ class NuclearNormPSD:
         check_hats(mh, qh, Vh)
         law = SemicircleFreeConvolution(target.scaled(mh), qh, rtol=rtol)
         cut = self.cutoff(law)
-        two_lam = 2.0 * self.lam
-
-        def rows(r: QuadratureRule) -> np.ndarray:
-            f = (r.x - two_lam) / Vh
-            return np.vstack([np.ones_like(f), f, f * f, r.x * f, f * r.re_g])
-
-        vals, err, _ = law.integrate(rows, cut)
+        # rows 1, f, f^2, x f, f Re g_B of f = (x - 2 lam)/Vh over x > cut
+        vals, err = law.spectral_integrals(FAMILY_SHIFTED, 2.0 * self.lam, Vh, law.u_cut(cut))
         rank, trace, q, xf, fg = (float(v) for v in vals)
         V = 2.0 * fg
         m = (xf - qh * V) / mh
@@ -247,13 +243,9 @@ class BayesOptimal:
             raise ValueError("target: the Bayes-optimal denoiser is evaluated on its own "
                              "prior; pass the same spectral law")
         law = SemicircleFreeConvolution(target.scaled(mh), qh, rtol=rtol)
-
-        def rows(r: QuadratureRule) -> np.ndarray:
-            f = (2.0 * r.u - r.x) / mh
-            return np.vstack([f, f * f, r.x * f, f * r.re_g])
-
-        vals, err, _ = law.integrate(rows)
-        trace, q, xf, fg = (float(v) for v in vals)
+        # rows f, f^2, x f, f Re g_B (and rho_B^2, unused) of f = (2u - x)/mh
+        vals, err = law.spectral_integrals(FAMILY_BAYES, 0.0, mh)
+        trace, q, xf, fg = (float(v) for v in vals[:4])
         V = 2.0 * fg
         m = (xf - qh * V) / mh
         return DenoiserFunctionals(m, q, V, trace, 1.0, -math.inf, err)
@@ -267,14 +259,9 @@ class BayesOptimal:
         mmse = 1/qhat - (4 pi^2/3) int rho_B^2 rho_B dx."""
         check_hats(qhat, qhat, qhat)
         law = self.law(qhat, qhat)
-
-        def rows(r: QuadratureRule) -> np.ndarray:
-            f = (2.0 * r.u - r.x) / qhat
-            rho = r.v / (math.pi * qhat)
-            return np.vstack([rho * rho, f * f, r.x * f, f * r.re_g])
-
-        vals, err, _ = law.integrate(rows)
-        rho2, q, xf, fg = (float(v) for v in vals)
+        # rows f, f^2, x f, f Re g_B, rho_B^2 of f = (2u - x)/qhat
+        vals, err = law.spectral_integrals(FAMILY_BAYES, 0.0, qhat)
+        _, q, xf, fg, rho2 = (float(v) for v in vals)
         Q0 = self.prior.moment(2)
         mmse = 1.0 / qhat - (4.0 * math.pi**2 / 3.0) * rho2
         m = (xf - qhat * 2.0 * fg) / qhat

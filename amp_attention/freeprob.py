@@ -102,6 +102,27 @@ def _rule_tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(np.ascontiguousarray(np.stack([r[i] for r in rules])) for i in range(3))
 
 
+#: nodes per panel of the first level of :meth:`SemicircleFreeConvolution.spectral_integrals`
+N_START = 16
+#: the largest rule (nodes per panel) of the adaptive quadrature
+N_MAX = 1024
+
+
+@lru_cache(maxsize=4)
+def _level_tables(levels: int) -> tuple:
+    """The rules N_START 2^l, l < ``levels``, flat for
+    :func:`._subordination_kernels.spectral_integrals`: nodes and weights (4, sum n),
+    differentiation matrices (4, sum n^2), their offsets, and the n of each level."""
+    ns = np.array([N_START << lev for lev in range(levels)], dtype=np.int64)
+    tabs = [_rule_tables(int(n)) for n in ns]
+    t = np.ascontiguousarray(np.concatenate([tb[0] for tb in tabs], axis=1))
+    w = np.ascontiguousarray(np.concatenate([tb[1] for tb in tabs], axis=1))
+    d = np.ascontiguousarray(np.concatenate([tb[2].reshape(4, -1) for tb in tabs], axis=1))
+    off_t = np.concatenate([[0], np.cumsum(ns)]).astype(np.int64)
+    off_d = np.concatenate([[0], np.cumsum(ns * ns)]).astype(np.int64)
+    return t, w, d, off_t, off_d, ns
+
+
 @dataclass(frozen=True)
 class Panels:
     """Pieces [lo_i, hi_i] of the u-intervals; a square-root edge where ``sqrt_lo``/
@@ -322,6 +343,27 @@ class SemicircleFreeConvolution:
             return np.zeros(np.shape(probe)[0]), 0.0, 0
         return self._adaptive_panels(integrands, panels, n_start, n_max)
 
+    def spectral_integrals(self, family: int, shift: float = 0.0, fscale: float = 1.0,
+                           u_cut: float = -math.inf) -> tuple[np.ndarray, float]:
+        """int_{x > psi(u_cut)} h_j(x) rho_B(x) dx for the five rows h_j of ``family``
+        (:data:`._subordination_kernels.FAMILY_SHIFTED`: f = (x - shift)/fscale, rows 1, f,
+        f^2, x f, f Re g_B; ``FAMILY_BAYES``: f = (2u - x)/fscale, rows f, f^2, x f,
+        f Re g_B, rho_B^2), compiled end to end with the per-panel adaptive rule of
+        :meth:`integrate`.  Returns (values, error estimate)."""
+        panels = self._panels() if u_cut == -math.inf else self._panels().above(u_cut)
+        if not len(panels):
+            return np.zeros(_k.N_ROWS), 0.0
+        kind, c, scale, points, weights = self._measure
+        # rules up to 256 nodes first: more only for the rare panel that needs them
+        for levels, complete in ((5, False), (7, True)):
+            vals, err, status = _k.spectral_integrals(
+                kind, self.qh, c, scale, points, weights, panels.lo, panels.hi, panels.sqrt_lo,
+                panels.sqrt_hi, family, float(shift), float(fscale), self.rtol,
+                *_level_tables(levels), complete)
+            if status != 2:
+                return vals, float(err)
+        raise AssertionError("unreachable: the complete tables end with status 0 or 1")
+
     def _adaptive_panels(self, integrands, panels: Panels, n_start: int,
                          n_max: int) -> tuple[np.ndarray, float, int]:
         """Per-panel adaptive Gauss-Jacobi: every panel starts at ``n_start`` nodes and is
@@ -349,8 +391,6 @@ class SemicircleFreeConvolution:
                                                                          2 * n).sum(axis=2)
             scale = np.maximum(np.abs(best.sum(axis=1)), mass.sum(axis=1)) + 1e-300
             err = np.max(np.abs(fine - coarse) / scale[:, None], axis=0)
-            if 4 * n > n_max:
-                return best.sum(axis=1), spent + float(err.sum()), 2 * n
             # accept the smallest errors while they fit in half of the budget left
             order = np.argsort(err)
             room = 0.5 * (self.rtol - spent)
@@ -358,6 +398,8 @@ class SemicircleFreeConvolution:
             n_ok = int(np.searchsorted(cum, room, side="right"))
             if n_ok == idx.size and spent + cum[-1] <= self.rtol:
                 return best.sum(axis=1), spent + float(cum[-1]), 2 * n
+            if 4 * n > n_max:
+                return best.sum(axis=1), spent + float(err.sum()), 2 * n
             spent += float(cum[n_ok - 1]) if n_ok else 0.0
             keep = np.sort(order[n_ok:])
             idx, coarse, n = idx[keep], fine[:, keep], 2 * n
@@ -378,8 +420,8 @@ class SemicircleFreeConvolution:
 
     def mass_above(self, x_cut: float) -> float:
         """int_{x > x_cut} rho_B."""
-        vals, _, _ = self.integrate(lambda r: np.ones((1, r.x.size)), x_cut)
-        return float(vals[0])
+        u_cut = -math.inf if x_cut == -math.inf else self.u_cut(x_cut)
+        return float(self.spectral_integrals(_k.FAMILY_SHIFTED, u_cut=u_cut)[0][0])
 
     def upper_quantile(self, fraction: float) -> float:
         """x with int_{y > x} rho_B(y) dy = fraction (0 < fraction < 1).
@@ -391,10 +433,9 @@ class SemicircleFreeConvolution:
             raise ValueError(f"fraction must lie in (0, 1), got {fraction!r}")
         lo, hi = float(self.intervals_u[0, 0]), float(self.intervals_u[-1, 1])
         scale = max(1.0, abs(lo), abs(hi))
-        ones = lambda r: np.ones((1, r.x.size))  # noqa: E731
         u = 0.5 * (lo + hi)
         for _ in range(200):
-            res = float(self.integrate_u(ones, u)[0][0]) - fraction
+            res = float(self.spectral_integrals(_k.FAMILY_SHIFTED, u_cut=u)[0][0]) - fraction
             if res > 0:
                 lo = u
             else:

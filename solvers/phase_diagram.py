@@ -139,18 +139,20 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     """One sweep (module-level, so process pools and Dask can pickle it); returns
     the number of points it computed (finished ones on disk are skipped)."""
     out = Path(out)
-    computed, x_prev = 0, None
+    computed = 0
+    done: list[tuple[float, np.ndarray]] = []  # (alpha, fixed point) of the converged points
     for i in _order(plan, direction):
         path = point_file(out, j, direction, i)
         rec = read_checkpoint(path, POINT_KEYS)
         if rec is not None:
             if rec["converged"]:
-                x_prev = (rec["m"], rec["q"], rec["V"])
+                done = [*done[-1:], (plan.alphas[i], np.array([rec["m"], rec["q"], rec["V"]]))]
+            else:
+                done = []
             continue
         problem = plan.at(i, j)
-        if x_prev is not None:  # same target along the grid: a fixed point is a valid start
-            r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
-                                      x0=x_prev, finite_size_check=False)
+        if done:  # same target along the grid: a fixed point is a valid start
+            r = _continued(problem, plan, done, plan.alphas[i])
         else:
             r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
                                       start="informative" if direction == "up" else "uninformative",
@@ -161,9 +163,27 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
                "start": r.start, "seconds": r.seconds}
         atomic_write_json(path, rec)
         computed += 1
-        if r.converged:
-            x_prev = (r.m, r.q, r.V)
+        done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))] if r.converged else []
     return computed
+
+
+def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: float):
+    """The SE at ``alpha`` from its neighbours' fixed points: the line through the last
+    two (first-order continuation: the start is O(h^2) off instead of O(h), which saves
+    about a third of the iterations), or the last one alone (also when the line's point
+    is not a valid start, or the solve from it fails)."""
+    kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
+    (a1, x1) = done[-1]
+    if len(done) == 2:
+        a2, x2 = done[0]
+        guess = x1 + (x1 - x2) * (alpha - a1) / (a1 - a2)
+        try:
+            r = solve_state_evolution(problem, x0=guess, **kw)
+        except ValueError:  # the line left the domain (q < 0, V < 0 or m^2 > q Q0)
+            r = None
+        if r is not None and r.converged:
+            return r
+    return solve_state_evolution(problem, x0=x1, **kw)
 
 
 def run_phase_diagram(

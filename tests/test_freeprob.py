@@ -178,3 +178,35 @@ def test_gap_bound_skips_only_gaps_that_can_neither_split_nor_nearly_split():
         for a, b in zip(fast, full):
             np.testing.assert_array_equal(a, b)
         assert fast[0].shape[0] > 1 or qh == 0.3
+
+
+@pytest.mark.parametrize("nu, qh", [
+    (MarchenkoPasturMeasure(2.0, math.sqrt(0.5)).scaled(1.3), 0.4),
+    (MarchenkoPasturMeasure(0.5, math.sqrt(2.0)), 1e-3),
+    (DiscreteMeasure(np.arange(1, 301, dtype=float) ** -1.0 * 9.0), 2e-3),
+])
+def test_compiled_spectral_integrals_equal_the_generic_quadrature(nu, qh):
+    # The denoisers' integrals run compiled (fixed rows, one kernel call); any other
+    # integrand goes through integrate() with Python callables.  Same rule, same numbers.
+    from amp_attention._subordination_kernels import FAMILY_BAYES, FAMILY_SHIFTED
+
+    law = SemicircleFreeConvolution(nu, qh)
+    shift, fscale = 0.3, 0.7
+    u_cut = law.u_cut(shift)
+    got, err = law.spectral_integrals(FAMILY_SHIFTED, shift, fscale, u_cut)
+
+    def shifted(r):
+        f = (r.x - shift) / fscale
+        return np.vstack([np.ones_like(f), f, f * f, r.x * f, f * r.re_g])
+
+    want, err_py, _ = law.integrate_u(shifted, u_cut)
+    assert err <= law.rtol and err_py <= law.rtol
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    got, _ = law.spectral_integrals(FAMILY_BAYES, 0.0, fscale)
+
+    def bayes(r):
+        f = (2 * r.u - r.x) / fscale
+        rho = r.v / (math.pi * qh)
+        return np.vstack([f, f * f, r.x * f, f * r.re_g, rho * rho])
+
+    np.testing.assert_allclose(got, law.integrate(bayes)[0], rtol=1e-12, atol=1e-14)
