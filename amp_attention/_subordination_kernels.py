@@ -268,8 +268,9 @@ def _bisect(mode, lo, hi, p0, kind, qh, c, scale, points, weights, intervals) ->
 def support_u(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
               weights: np.ndarray, comp_lo: np.ndarray, comp_hi: np.ndarray,
               comp_mass: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The u-intervals of the support of rho_B, shape (k, 2), and the panel breaks
-    inside them (flat, sorted within an interval, with the owning interval's index).
+    """The u-intervals of the support of rho_B, shape (k, 2), the same in x, and the
+    panel breaks inside them (flat, sorted within an interval, with the owning
+    interval's index).
 
     Components (comp_lo, comp_hi) are the sorted singular components of nu
     (atoms: lo == hi, of mass comp_mass; 0 marks a continuous component).  On a gap
@@ -362,7 +363,14 @@ def support_u(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
     for j in range(len(keep_b)):
         breaks[j] = keep_b[j]
         owners[j] = keep_o[j]
-    return intervals, breaks, owners
+    # the support in x: psi(u) = u + qh Re G(u) at the ends (v = 0 there)
+    intervals_x = np.empty((k, 2))
+    for i in range(k):
+        for e in range(2):
+            ue = intervals[i, e]
+            intervals_x[i, e] = ue + qh * _g_only(kind, complex(ue, 0.0), c, scale, points,
+                                                  weights).real
+    return intervals, intervals_x, breaks, owners
 
 
 @njit(cache=True, error_model="numpy")

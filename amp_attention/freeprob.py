@@ -179,15 +179,11 @@ class SemicircleFreeConvolution:
         self.qh = float(qh)
         self.rtol = float(rtol)
         kind, c, scale, points, weights, comp_lo, comp_hi, comp_mass = nu.kernel_args()
-        self._measure = (kind, float(c), float(scale), np.ascontiguousarray(points, dtype=float),
-                         np.ascontiguousarray(weights, dtype=float))
-        self.intervals_u, self._breaks, self._break_owner = _k.support_u(
+        self._measure = (kind, float(c), float(scale), points, weights)
+        self.intervals_u, self.intervals_x, self._breaks, self._break_owner = _k.support_u(
             kind, self.qh, float(c), float(scale), self._measure[3], self._measure[4],
             np.ascontiguousarray(comp_lo, dtype=float), np.ascontiguousarray(comp_hi, dtype=float),
             np.ascontiguousarray(comp_mass, dtype=float))
-        lo_x = self._psi_outside(self.intervals_u[:, 0])
-        hi_x = self._psi_outside(self.intervals_u[:, 1])
-        self.intervals_x = np.stack([lo_x, hi_x], axis=1)
         self._panel_cache: Panels | None = None
 
     def _psi_outside(self, u: np.ndarray) -> np.ndarray:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from functools import cached_property
 
 import numpy as np
 
@@ -113,6 +114,10 @@ class MarchenkoPasturMeasure(SpectralMeasure):
         raise ValueError("only moments k = 1, 2 are available")
 
     def kernel_args(self) -> tuple:
+        return self._kernel_args
+
+    @cached_property
+    def _kernel_args(self) -> tuple:
         from ._subordination_kernels import MP
 
         comps = self.singular_components()

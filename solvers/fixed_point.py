@@ -71,8 +71,13 @@ def solve_fixed_point(
     memory: int = 5,
     valid: Callable[[np.ndarray], bool] | None = None,
     monitor: Callable[[int, float], None] | None = None,
+    report_evaluated: bool = False,
 ) -> FixedPointReport:
     """Solve x = T(x) (``monitor(iteration, residual)`` sees every evaluation).
+
+    The reported point is T(x) of the last x, or with ``report_evaluated`` x itself
+    (equally within ``tol``; a caching T then answers the caller's next question
+    there for free).
 
     method "damped": x <- (1 - damping) x + damping T(x).
     method "anderson": type-II Anderson mixing on the residual f = T(x) - x with
@@ -97,7 +102,8 @@ def solve_fixed_point(
             return out
         tx, res = out
         if res <= tol:
-            return _report(tx, True, it, res, Status.CONVERGED, "", history)
+            return _report(x if report_evaluated else tx, True, it, res, Status.CONVERGED, "",
+                           history)
         f = tx - x
         damped = x + damping * f
         x_new = damped

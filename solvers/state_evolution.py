@@ -212,6 +212,9 @@ class StateEvolution:
             self.denoiser = FiniteSizeDenoiser(self.denoiser, s, finite_d)
         self.Q0 = self.target.moment(2)
         self.alpha = problem.alpha
+        # the last evaluation of either half of the map, for the caller's next question
+        # at the same point (the fixed point's fields are assembled where the solve stopped)
+        self._last_hats = self._last_overlaps = None
 
     def coarse(self) -> "StateEvolution | None":
         """The same SE on the coarse RQMC prefix (None: closed-form channel or no coarse level)."""
@@ -222,10 +225,20 @@ class StateEvolution:
 
     def hats(self, x: np.ndarray):
         m, q, V = (float(v) for v in x)
-        return self.channel.se(m, q, V, self.Q0, self.alpha)
+        if self._last_hats is not None and self._last_hats[0] == (m, q, V):
+            return self._last_hats[1]
+        ch = self.channel.se(m, q, V, self.Q0, self.alpha)
+        if self.mc is None:  # an RQMC channel keeps per-call state (its replicas): no reuse
+            self._last_hats = ((m, q, V), ch)
+        return ch
 
     def overlaps(self, ch):
-        return self.denoiser.functionals(self.target, ch.m_hat, ch.q_hat, ch.V_hat)
+        if self._last_overlaps is not None and self._last_overlaps[0] == ch:
+            return self._last_overlaps[1]
+        den = self.denoiser.functionals(self.target, ch.m_hat, ch.q_hat, ch.V_hat)
+        if self.finite_d is None:
+            self._last_overlaps = (ch, den)
+        return den
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         d = self.overlaps(self.hats(x))
@@ -304,7 +317,8 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     """
     coarse = se.coarse()
     if coarse is None:
-        return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter, **kw), None, 0
+        return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter,
+                                 report_evaluated=True, **kw), None, 0
     rc = solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, 1e-7),
                            max_iter=max_iter, **kw)
     x_start = x0
