@@ -1,0 +1,43 @@
+"""What a benchmark ran under: CPUs, load, BLAS build and thread counts (printed by every
+benchmark beside its figures, because on a shared machine they decide the numbers)."""
+
+from __future__ import annotations
+
+import os
+
+
+def blas_description() -> str:
+    """The BLAS libraries loaded in this process with their thread counts (threadpoolctl
+    when installed, else numpy's build record)."""
+    try:
+        from threadpoolctl import threadpool_info
+
+        import numpy  # noqa: F401  (loads numpy's BLAS before the inventory)
+        import scipy.linalg  # noqa: F401  (and scipy's)
+
+        libs = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
+                f"{os.path.basename(i.get('filepath', ''))})"
+                for i in threadpool_info() if i.get("user_api") == "blas"]
+        if libs:
+            return "; ".join(libs)
+    except ImportError:
+        pass
+    import numpy as np
+
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    env = os.environ.get("OPENBLAS_NUM_THREADS", "unset")
+    return f"{blas.get('name')} {blas.get('version')} (OPENBLAS_NUM_THREADS={env})"
+
+
+def describe() -> str:
+    """One line: CPUs, 1-minute load average, BLAS, Numba threads."""
+    import numba
+
+    return (f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}; BLAS: "
+            f"{blas_description()}; Numba: {numba.get_num_threads()} threads "
+            f"({numba.config.THREADING_LAYER} layer)")
+
+
+def load() -> str:
+    """The 1-, 5- and 15-minute load averages, for a line of a table."""
+    return "load " + "/".join(f"{v:.2f}" for v in os.getloadavg())
