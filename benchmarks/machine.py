@@ -13,7 +13,7 @@ def blas_description() -> str:
         from threadpoolctl import threadpool_info
 
         import numpy  # noqa: F401  (loads numpy's BLAS before the inventory)
-        import scipy.linalg  # noqa: F401  (and scipy's)
+
 
         libs = [f"{i.get('internal_api')} {i.get('version')} ({i.get('num_threads')} threads, "
                 f"{os.path.basename(i.get('filepath', ''))})"

@@ -309,23 +309,48 @@ def se_iterates(
     return np.array(xs)
 
 
-def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
-    """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions).
+#: RQMC channels: the fine-level fixed point is solved to a relative residual of
+#: MC_TOL_FRACTION times the relative Monte-Carlo error of (m, q, V) (estimated on the coarse
+#: level and scaled to the fine one), clipped to [MC_TOL, MC_TOL_MAX] and never below tol's
+#: floor MC_TOL: the map is deterministic under common random numbers, but digits of its
+#: fixed point beyond a twentieth of the error bar change the error bar by < 0.2 %
+MC_TOL = 1e-7
+MC_TOL_FRACTION = 0.05
+MC_TOL_MAX = 1e-5
+#: RQMC channels: the coarse level's fixed point only starts the fine one (whose distance
+#: from it is the coarse level's Monte-Carlo error, ~1e-3): 1e-5 is plenty
+COARSE_TOL = 1e-5
+
+
+def _coarse_solve(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int, **kw):
+    """(coarse SE, its fixed-point report from x0), or None without a coarse level."""
+    coarse = se.coarse()
+    if coarse is None:
+        return None
+    return coarse, solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, COARSE_TOL),
+                                     max_iter=max_iter, **kw)
+
+
+def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int,
+                coarse_result=None, **kw):
+    """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions);
+    ``coarse_result``: the coarse level's (SE, report) from x0 when already solved.
 
     Returns (report, observable Jacobian at the coarse fixed point or None,
     number of coarse iterations).
     """
-    coarse = se.coarse()
-    if coarse is None:
+    pre = coarse_result or _coarse_solve(se, x0, tol=tol, max_iter=max_iter, **kw)
+    if pre is None:
         return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter,
                                  report_evaluated=True, **kw), None, 0
-    rc = solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, 1e-7),
-                           max_iter=max_iter, **kw)
+    coarse, rc = pre
+    tol = max(tol, MC_TOL)
     x_start = x0
     if rc.converged:
         x_start = rc.x
         grad = _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
+            tol = _fine_tolerance(se, coarse, rc.x, grad, tol)
             rf = solve_fixed_point_quasi_newton(se, rc.x, grad[:3], tol=tol, max_iter=12,
                                                 valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
@@ -337,15 +362,31 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     return rf, None, rc.iterations
 
 
+def _fine_tolerance(se: StateEvolution, coarse: StateEvolution, x: np.ndarray, grad: np.ndarray,
+                    tol: float) -> float:
+    """The fine level's residual target (see MC_TOL_FRACTION): the coarse level's relative
+    Monte-Carlo error of (m, q, V), propagated through its fixed point at x and scaled by
+    sqrt(coarse points / fine points)."""
+    stderr, _ = propagated_mc_stderr(coarse, x, grad)
+    if not stderr:
+        return tol
+    rel = max(stderr[k] / max(abs(v), 1e-12) for k, v in zip(("m", "q", "V"), x))
+    rel *= math.sqrt(2.0 ** (coarse.channel.log2_n - se.channel.log2_n))
+    if not math.isfinite(rel):
+        return tol
+    return max(tol, min(MC_TOL_MAX, MC_TOL_FRACTION * rel))
+
+
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
-                max_iter: int, monitor=None):
+                max_iter: int, monitor=None, coarse_result=None):
     """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
     basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
     where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
     repeated with the damped iteration from the same start.  Returns (report,
     Jacobian, coarse iterations, method label)."""
     rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
-                                      max_iter=max_iter, monitor=monitor)
+                                      max_iter=max_iter, monitor=monitor,
+                                      coarse_result=coarse_result)
     if rep.converged or method != "anderson":
         return rep, grad, n_coarse, method
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
@@ -354,6 +395,12 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     if rep2.converged or rep2.residual < rep.residual:
         return rep2, grad2, n_coarse + n2, label
     return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.summary})"
+
+
+def _same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+    """Two fixed points of the same map within the solver's accuracy (m, q, V)."""
+    diff = np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.maximum(np.abs(np.asarray(a)), 1e-12))
+    return bool(diff <= 1e3 * tol + 1e-7)
 
 
 V_ELIMINATED_MAX_ITER = 40
@@ -545,7 +592,27 @@ def solve_state_evolution(
     if x0 is not None:
         policy = "warm start from x0"
     runs, extra = {}, {}
+    # RQMC channels with two starts: both coarse fixed points first; where they coincide
+    # the (expensive) fine level runs from the informative one only.
+    coarse_pre, coarse_only = {}, None
+    if se.mc is not None and len(names) == 2 and not unique:
+        for name in names:
+            with _progress_monitor(progress, f"SE, {name} start (coarse)", tol) as monitor:
+                coarse_pre[name] = _coarse_solve(se, starts[name], tol=tol, max_iter=max_iter,
+                                                 method=method, damping=damping, monitor=monitor)
+        pre = [coarse_pre[n] for n in names]
+        if all(p is not None and p[1].converged for p in pre) and _same_fixed_point(
+                pre[0][1].x, pre[1][1].x, 0.1 * COARSE_TOL):
+            coarse_only = names[1]
+            cse, crep = coarse_pre[coarse_only]
+            runs[coarse_only] = (crep, _assemble(cse, crep, coarse_only))
+            extra[coarse_only] = (None, crep.iterations, method)
+            policy += (f"; the {coarse_only} start reached the informative start's fixed "
+                       f"point on the coarse level (2^{se.mc.coarse_log2_n} points per "
+                       "replica), so only the informative one was refined")
     for name in names:
+        if name == coarse_only:
+            continue
         if unique and runs:
             if any(r.converged for r, _ in runs.values()):
                 policy = f"one start: {unique} has a unique fixed point"
@@ -555,7 +622,8 @@ def solve_state_evolution(
         with _progress_monitor(progress, f"SE, {name} start", tol) as monitor:
             rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
                                                     max_iter=max_iter, damping=damping,
-                                                    monitor=monitor)
+                                                    monitor=monitor,
+                                                    coarse_result=coarse_pre.get(name))
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse, used)
     if not any(r.converged for r, _ in runs.values()):
@@ -572,7 +640,8 @@ def solve_state_evolution(
                 extra[name] = (None, extra[name][1], "V eliminated (bracketed root in log V) "
                                f"after anderson and damped failed: {failed}")
                 break
-    best_name = min(runs, key=lambda k: (not runs[k][0].converged, runs[k][1]["loss"]))
+    best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
+                                         runs[k][1]["loss"]))
     rep, fields = runs[best_name]
     grad, n_coarse, used = extra[best_name]
     alternative = None
@@ -580,11 +649,12 @@ def solve_state_evolution(
     for name, (r2, f2) in runs.items():
         if name == best_name:
             continue
-        if r2.converged and rep.converged:
+        if r2.converged and rep.converged and name != coarse_only:
             diff = max(abs(f2[k] - fields[k]) / max(abs(fields[k]), 1e-12) for k in ("m", "q", "V"))
             metastable = diff > 1e3 * tol + 1e-7
         alternative = {"start": name, "converged": r2.converged, "status": r2.status.value,
                        "message": r2.message,
+                       "level": "coarse" if name == coarse_only else "fine",
                        **{k: f2[k] for k in ("m", "q", "V", "train_error", "test_error",
                                              "matrix_mse", "loss")}}
     spec = None

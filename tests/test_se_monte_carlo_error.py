@@ -41,7 +41,9 @@ def test_quasi_newton_reports_failure():
 
 def test_two_level_solve_finds_the_fixed_point_of_the_fine_map():
     """Same draws, two routes: plain Anderson on 2^11 points per replica and the
-    coarse (2^8) + quasi-Newton solve must reach the same fixed point."""
+    coarse (2^8) + quasi-Newton solve must reach the same fixed point -- to a small
+    fraction of the Monte-Carlo error, which is all the two-level solve resolves
+    (MC_TOL_FRACTION)."""
     fine = dict(log2_n=11, replicas=4, seed=3)
     plain = solve_state_evolution(PROBLEM, start="informative", tol=1e-9,
                                   mc=MonteCarloOptions(**fine, coarse_log2_n=11))
@@ -51,7 +53,8 @@ def test_two_level_solve_finds_the_fixed_point_of_the_fine_map():
     assert plain.iterations_coarse == 0 and two.iterations_coarse > 0
     assert two.iterations < plain.iterations
     for k in ("m", "q", "V", "train_error", "test_error"):
-        assert getattr(two, k) == pytest.approx(getattr(plain, k), rel=1e-7), k
+        gap = abs(getattr(two, k) - getattr(plain, k))
+        assert gap <= 0.1 * two.mc_stderr[k] + 1e-9 * abs(getattr(plain, k)), k
 
 
 def test_propagated_stderr_matches_the_spread_over_rqmc_seeds():

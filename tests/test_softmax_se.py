@@ -41,3 +41,20 @@ def test_softmax_se_tends_to_the_linearised_se_as_beta_goes_to_zero():
     # Quadratic convergence: halving beta divides the gap by about 4 (>= 3 here).
     assert rel[0] / rel[1] > 2.5 and rel[1] / rel[2] > 3.0
     assert rel[2] < 0.05
+
+
+def test_two_starts_share_the_fine_level_when_their_coarse_fixed_points_coincide():
+    # Non-convex channel: start="auto" runs both starts; on the coarse level they reach
+    # the same point here, so only the informative one is refined (same numbers as
+    # start="informative"), and the result says so.
+    p = Problem(Task("softmax", L=2, noise=0.0), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5)
+    mc = MonteCarloOptions(log2_n=10, replicas=4, coarse_log2_n=7)
+    auto = solve_state_evolution(p, mc=mc)
+    alone = solve_state_evolution(p, mc=mc, start="informative")
+    assert auto.converged and not auto.metastable and auto.start == "informative"
+    assert auto.alternative["level"] == "coarse" and auto.alternative["converged"]
+    assert "only the informative one was refined" in auto.start_policy
+    for k in ("m", "q", "V", "train_error", "test_error"):
+        assert getattr(auto, k) == getattr(alone, k)
+        # the coarse point of the other start agrees within the coarse level's error
+        assert abs(auto.alternative[k] - getattr(auto, k)) < 10 * auto.mc_stderr[k] * 2 ** 1.5
