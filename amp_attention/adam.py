@@ -38,6 +38,7 @@ from .erm import (N_TEST_MIN, objective_S, objective_W,
                             population_error)
 from .operators import preactivations
 from .result import Result, Status
+from .threads import under_thread_policy
 
 OPTIMISERS = ("adam", "gd")
 
@@ -135,6 +136,7 @@ def adam_update(P: np.ndarray, G: np.ndarray, m: np.ndarray, v: np.ndarray, t: i
     return P - lr * mh / (np.sqrt(vh) + opts.eps), m, v
 
 
+@under_thread_policy
 def train(
     X: np.ndarray,
     y: np.ndarray,

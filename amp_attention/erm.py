@@ -45,6 +45,7 @@ from .optim import (Evaluator, OptimRun, ProjectedGradientCriterion, apg_psd,
                     conjugate_gradient, lbfgs_over, projected_gradient_criterion)
 from .result import Result, Status, outcome
 from .spec import Problem
+from .threads import under_thread_policy
 
 __all__ = [
     "ERMResult",
@@ -410,6 +411,7 @@ def _start(solver: str, r: int, p: int, d: int, init_scale: float, seed: int,
     return (A + A.T) / math.sqrt(2.0)
 
 
+@under_thread_policy
 def direct_erm(
     problem: Problem,
     d: int,
@@ -635,6 +637,7 @@ class ERMStatistics:
         return not self.not_converged
 
 
+@under_thread_policy
 def erm_statistics(
     problem: Problem,
     d: int,

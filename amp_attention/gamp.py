@@ -58,6 +58,7 @@ from .jsonsafe import json_safe
 from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
 from .progress import progress_bar
 from .result import Result, Status
+from .threads import under_thread_policy
 
 # V beyond this (relative to the start) or below this is reported as divergence.
 V_MAX = 1e8
@@ -240,6 +241,7 @@ def _diverged(t: int, what: str) -> tuple[Status, str]:
     return Status.DIVERGED, f"at iteration {t}: {what}"
 
 
+@under_thread_policy
 def gamp(
     X,
     y: np.ndarray,

@@ -52,6 +52,16 @@ def die_with_parent() -> None:
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
+def init_worker(workers: int) -> None:
+    """Initializer of a local worker process: it dies with its parent
+    (:func:`die_with_parent`) and shares the cores with the ``workers - 1`` others
+    (:func:`amp_attention.threads.apply_worker_policy`)."""
+    die_with_parent()
+    from .threads import apply_worker_policy
+
+    apply_worker_policy(workers)
+
+
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
               executor: cf.Executor | None = None, workers: int = 0,
               progress: Callable[[Iterable, int], Iterable] | None = None) -> list[Any]:
@@ -74,7 +84,8 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
             results.append(r)
         return results
     own = executor is None
-    ex = (cf.ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent) if own
+    ex = (cf.ProcessPoolExecutor(max_workers=workers, initializer=init_worker,
+                                 initargs=(workers,)) if own
           else executor)
     futures: dict[cf.Future, int] = {}
     try:

@@ -37,14 +37,13 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from machine import describe, load
+from machine import cli_command, describe, load
 
 from amp_attention.channels import LinearChannel
 from amp_attention.denoisers import NuclearNormPSD
@@ -188,10 +187,7 @@ def phase_diagram(args) -> None:
     n, w = args.grid, args.workers
     problem_ = problem()
     plan = PhaseDiagramPlan(problem_, grid(0.05, 1.5, n, "linear"), grid(1e-3, 1.0, n, "log"))
-    script = Path(sys.executable).with_name("amp-attention")
-    cli = [str(script)] if script.exists() else [
-        sys.executable, "-c", "import sys; from amp_attention.cli import main; sys.exit(main())"]
-    cmd = cli + ["phase-diagram", "--alpha-range", "0.05",
+    cmd = cli_command() + ["phase-diagram", "--alpha-range", "0.05",
            "1.5", str(n), "--lam-range", "1e-3", "1", str(n), "--noise", str(POINT["noise"]),
            "--kappa0", str(POINT["kappa0"]), "--workers", str(w), "--allow-large"]
     print(f"3. {n} x {n} phase diagram through the CLI, {w} worker(s)  [{load()}]")

@@ -38,6 +38,16 @@ def describe() -> str:
             f"({numba.config.THREADING_LAYER} layer)")
 
 
+def cli_command() -> list[str]:
+    """The ``amp-attention`` command of this interpreter's environment."""
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("amp-attention")
+    return [str(script)] if script.exists() else [
+        sys.executable, "-c", "import sys; from amp_attention.cli import main; sys.exit(main())"]
+
+
 def load() -> str:
     """The 1-, 5- and 15-minute load averages, for a line of a table."""
     return "load " + "/".join(f"{v:.2f}" for v in os.getloadavg())

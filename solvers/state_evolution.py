@@ -30,6 +30,7 @@ from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoise
 from amp_attention.progress import progress_bar
 from amp_attention.result import Result, Status
 from amp_attention.spec import Problem
+from amp_attention.threads import under_thread_policy
 from amp_attention.targets import DiscreteMeasure, target_measure
 
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
@@ -520,6 +521,7 @@ def _progress_monitor(show: bool, desc: str, tol: float):
         bar.close()
 
 
+@under_thread_policy
 def solve_state_evolution(
     problem: Problem,
     *,

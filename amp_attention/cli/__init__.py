@@ -21,8 +21,8 @@ import sys
 
 from . import (amp, compare, erm, heads, phase_diagram, quickstart, scaling, se, spectrum,
                thresholds, validate)
-from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, print_error,
-                     problem_from_args, problem_parent)
+from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, add_threads_flag,
+                     print_error, problem_from_args, problem_parent)
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_parser(sub, no_alpha)
     quickstart.add_parser(sub)
     heads.add_parser(sub)
+    for subparser in sub.choices.values():
+        add_threads_flag(subparser)
     return parser
 
 
@@ -92,7 +94,13 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
     try:
-        return int(args.func(args))
+        from ..threads import thread_policy
+
+        if args.threads is not None and args.threads < 1:
+            raise CLIError(f"argument --threads: must be an integer >= 1 (default: one BLAS "
+                           f"thread, Numba on every core), got {args.threads}")
+        with thread_policy(args.threads):
+            return int(args.func(args))
     except KeyboardInterrupt:
         if args.command in RESUMABLE and (args.command != "spectrum" or args.simulate):
             print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same "

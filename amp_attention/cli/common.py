@@ -556,6 +556,18 @@ def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_i
             bar.close()
 
 
+def add_threads_flag(parser: argparse.ArgumentParser) -> None:
+    """--threads: the thread policy of the computation (amp_attention.threads)."""
+    parser.add_argument("--threads", type=int, default=None, metavar="N",
+                        help="BLAS and Numba threads of this process; default: one BLAS "
+                             "thread (stable on a shared machine: multi-threaded BLAS can run "
+                             "10-50x slower next to another job) and Numba on every core with "
+                             "dynamic scheduling; N >= 1 gives both N threads (faster for "
+                             "GEMM-bound runs on a dedicated machine). Sweep workers take one "
+                             "BLAS thread and cores/workers Numba threads each "
+                             "(docs/performance.md, Threads)")
+
+
 def add_execution_flags(group, default_workers: int, what: str) -> None:
     """--workers, --scheduler, --dask-local: where the independent ``what`` of a sweep
     run (:func:`amp_attention.runner.run_tasks`)."""
