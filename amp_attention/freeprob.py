@@ -35,7 +35,6 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 from scipy.special import roots_jacobi
 
 from . import _subordination_kernels as _k
@@ -54,6 +53,8 @@ def _bisect_increasing(
         # One unknown: Brent's method needs ~10 evaluations instead of ~60.
         def scalar(x: float) -> float:
             return float(fun(np.array([x]))[0])
+
+        from scipy.optimize import brentq  # here: the import costs 0.3 s at start-up
 
         a, b = float(lo[0]), float(hi[0])
         fa, fb = scalar(a), scalar(b)

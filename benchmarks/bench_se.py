@@ -21,13 +21,20 @@ the same run, with the ratio printed.
    D x D symmetric matrix (what each draw of any finite-d check costs at least); the
    finite-size diagnostic (residual kurtosis at d = D, two GOE draws) is timed
    apart.  Target: <= 1 s at D = 1600.
+4. (runs before 3) The softmax L = 2 point at the CLI defaults (alpha 0.5, lam 0.1,
+   noiseless), ``amp-attention se --channel softmax --L 2 --mc-log2n M --json`` as a
+   whole process, idle and beside a spinning process (medians of ``--softmax-runs``,
+   alternating), for M in ``--softmax-log2n``
+   (default 12 13 14; 14 is the CLI default) with its relative Monte-Carlo errors.
+   Target: <= 10 s loaded at the default, errors <= 1e-3.
 3. A ``--grid`` x ``--grid`` alpha-lam phase diagram (alpha in [0.05, 1.5] linear, lam
    in [1e-3, 1] log, the point of part 1 otherwise) through ``amp-attention
    phase-diagram --workers W`` in a subprocess, measured whole; reference: cold
    ``start="both"`` solves of every 16th lam row in this process, scaled to the
    grid.  Target: <= 5 min for 256 x 256 on 2 cores.
-Times are medians over repeats; the machine (CPUs, load, BLAS and its threads) is
-printed with every part.
+Times are medians over repeats; parts 1-2 run under the library's default thread
+policy (one BLAS thread), references included; the machine (CPUs, load, BLAS and
+its threads) is printed with every part.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import json
 import math
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +58,7 @@ from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
 from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid
 from amp_attention.solvers.state_evolution import solve_state_evolution
+from amp_attention.threads import thread_policy
 
 POINT = dict(kappa0=0.5, L=1, noise=0.5, lam=0.1, alpha=0.5, kappa=1.0)
 REF_PATH = Path(__file__).parent / "data" / "se_reference.json"
@@ -214,6 +223,43 @@ def phase_diagram(args) -> None:
           f"{'met' if ours <= 300 else 'NOT met'}")
 
 
+SPIN = "import time\nt = time.time()\nwhile time.time() - t < 3600: pass\n"
+
+
+def softmax_point(args) -> None:
+    """CLI-default softmax L = 2 point (alpha 0.5, lam 0.1, noiseless) through the CLI, idle
+    and beside a CPU-bound process, at several Monte-Carlo sizes (the default 2^14)."""
+    print(f"4. softmax L = 2 SE point at the CLI defaults, through the CLI  [{load()}]")
+    print(f"   {'2^M x 8 replicas':>17s} {'idle s':>8s} {'loaded s':>9s} {'rel. err train':>15s} "
+          f"{'rel. err test':>14s}")
+    for log2n in args.softmax_log2n:
+        row = {"idle": [], "loaded": []}
+        for _ in range(args.softmax_runs):
+            for state in ("idle", "loaded"):
+                spinner = (subprocess.Popen([sys.executable, "-c", SPIN]) if state == "loaded"
+                           else None)
+                try:
+                    if spinner is not None:
+                        time.sleep(0.5)
+                    t0 = time.perf_counter()
+                    out = subprocess.run(cli_command() + ["se", "--channel", "softmax", "--L",
+                                                          "2", "--mc-log2n", str(log2n), "--json"],
+                                         capture_output=True, text=True, check=True).stdout
+                    row[state].append(time.perf_counter() - t0)
+                finally:
+                    if spinner is not None:
+                        spinner.kill()
+                        spinner.wait()
+        row = {k: statistics.median(v) for k, v in row.items()}
+        r = json.loads(out)
+        rel = {k: r["mc_stderr"][k] / abs(r[k]) for k in ("train_error", "test_error")}
+        print(f"   {'2^' + str(log2n):>17s} {row['idle']:8.2f} {row['loaded']:9.2f} "
+              f"{rel['train_error']:15.1e} {rel['test_error']:14.1e}"
+              + ("  <- default" if log2n == 14 else ""), flush=True)
+    print("   target at the default 2^14: loaded <= 10 s with rel. errors <= 1e-3 (whole CLI "
+          "process: imports and Numba's cache load included)")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--regenerate-reference", action="store_true")
@@ -226,10 +272,15 @@ def main(argv=None) -> None:
     ap.add_argument("--grid", type=int, default=256)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-phase-diagram", action="store_true")
+    ap.add_argument("--softmax-log2n", type=int, nargs="+", default=[12, 13, 14])
+    ap.add_argument("--softmax-runs", type=int, default=3)
     args = ap.parse_args(argv)
-    print(describe())
-    linear_point(args)
-    powerlaw_points(args)
+    # ours and the references under the same thread policy (the library's default)
+    with thread_policy():
+        print(describe())
+        linear_point(args)
+        powerlaw_points(args)
+    softmax_point(args)
     if not args.skip_phase_diagram:
         phase_diagram(args)
 

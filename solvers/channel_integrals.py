@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtri
-from scipy.stats import qmc
 
+from amp_attention._stein_kernels import stein_traces
 from amp_attention.channels.base import ChannelSE, overlap_split, stein_available
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample")
@@ -52,6 +52,8 @@ class GaussianDraws:
 
 def sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray:
     """(replicas, 2**log2_n, dim) standard normals from independently scrambled Sobol nets."""
+    from scipy.stats import qmc  # here: importing scipy.stats costs ~0.5 s at start-up
+
     if dim < 1 or log2_n < 1 or replicas < 2:
         raise ValueError("need dim >= 1, log2_n >= 1 and replicas >= 2 (for an error estimate)")
     seeds = np.random.SeedSequence(seed).spawn(replicas)
@@ -159,12 +161,10 @@ class MonteCarloChannel:
         E[g_out . (u* - (m/q) omega)] = rest E[tr(d g_out / d u*)].
         """
         ch = self.channel
-        Jh = ch.output_jacobian(uhat)
-        Js = ch.output_jacobian(ustar)
-        H = ch.hessian_batch(y, uhat)
-        A = np.eye(H.shape[1]) + V * H
-        B = np.einsum("nmk,nml->nkl", Jh, Js)
-        return np.trace(np.linalg.solve(A, B), axis1=1, axis2=2)
+        Jh = np.ascontiguousarray(ch.output_jacobian(uhat), dtype=np.float64)
+        Js = np.ascontiguousarray(ch.output_jacobian(ustar), dtype=np.float64)
+        H = np.ascontiguousarray(ch.hessian_batch(y, uhat), dtype=np.float64)
+        return stein_traces(Jh, Js, H, float(V))
 
     @property
     def name(self) -> str:

@@ -216,13 +216,19 @@ class StateEvolution:
         # the last evaluation of either half of the map, for the caller's next question
         # at the same point (the fixed point's fields are assembled where the solve stopped)
         self._last_hats = self._last_overlaps = None
+        self._coarse: StateEvolution | None = None
 
     def coarse(self) -> "StateEvolution | None":
-        """The same SE on the coarse RQMC prefix (None: closed-form channel or no coarse level)."""
+        """The same SE on the coarse RQMC prefix (None: closed-form channel or no coarse
+        level); one object for every start, so that a start's first proximal solves are
+        warm-started (guarded) from the previous start's."""
         if self.mc is None or self.mc.coarse_log2_n >= self.channel.log2_n:
             return None
-        return StateEvolution(self.problem, channel=self.channel.prefix(self.mc.coarse_log2_n),
-                              finite_d=self.finite_d)
+        if self._coarse is None:
+            self._coarse = StateEvolution(self.problem,
+                                          channel=self.channel.prefix(self.mc.coarse_log2_n),
+                                          finite_d=self.finite_d)
+        return self._coarse
 
     def hats(self, x: np.ndarray):
         m, q, V = (float(v) for v in x)

@@ -99,3 +99,18 @@ def test_overlaps_at_the_perfect_recovery_edge_are_accepted_up_to_rounding():
     assert np.isfinite(mc.test_error_at(m_edge, q, Q0))
     with pytest.raises(ValueError, match=r"m\^2 <= q Q0"):
         mc.test_error_at((q * Q0 * (1 + 1e-6)) ** 0.5, q, Q0)
+
+
+def test_compiled_stein_traces_equal_the_batched_linear_algebra():
+    from amp_attention._stein_kernels import stein_traces
+
+    rng = np.random.default_rng(7)
+    for K, M in ((1, 1), (3, 4), (6, 9)):
+        n = 50
+        Jh, Js = rng.standard_normal((n, M, K)), rng.standard_normal((n, M, K))
+        G = rng.standard_normal((n, K, K))
+        H = G @ G.transpose(0, 2, 1) - 0.3 * np.eye(K)  # indefinite too: pivoting matters
+        V = 0.7
+        want = np.trace(np.linalg.solve(np.eye(K) + V * H, np.einsum("nmk,nml->nkl", Jh, Js)),
+                        axis1=1, axis2=2)
+        np.testing.assert_allclose(stein_traces(Jh, Js, H, V), want, rtol=1e-10, atol=1e-12)

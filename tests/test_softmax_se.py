@@ -10,6 +10,8 @@ beta-independent linear SE, with an error that shrinks like beta^2.
 """
 
 
+import pytest
+
 from amp_attention.channels.linear_outputs import LinearOutputChannel
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
@@ -55,6 +57,7 @@ def test_two_starts_share_the_fine_level_when_their_coarse_fixed_points_coincide
     assert auto.alternative["level"] == "coarse" and auto.alternative["converged"]
     assert "only the informative one was refined" in auto.start_policy
     for k in ("m", "q", "V", "train_error", "test_error"):
-        assert getattr(auto, k) == getattr(alone, k)
+        # the same fine solve (the shared coarse level's warm starts move the last digits)
+        assert getattr(auto, k) == pytest.approx(getattr(alone, k), rel=1e-9)
         # the coarse point of the other start agrees within the coarse level's error
         assert abs(auto.alternative[k] - getattr(auto, k)) < 10 * auto.mc_stderr[k] * 2 ** 1.5
