@@ -36,7 +36,7 @@ from .channels import channel_for
 from .data import generate_dataset
 from .erm import (N_TEST_MIN, objective_S, objective_W,
                             population_error)
-from .operators import preactivations
+from .operators import check_token_dtype, preactivations, tokens_in
 from .result import Result, Status
 from .threads import under_thread_policy
 
@@ -286,6 +286,7 @@ def train_layer(
     channel=None,
     target_spectrum: str = "sampled",
     n_test: int | None = None,
+    dtype: str = "float64",
 ) -> LayerResult:
     """Draw a data set (as :func:`~amp_attention.data.generate_dataset`),
     train the layer of ``problem.learner`` with :func:`train`, and measure it.
@@ -293,13 +294,16 @@ def train_layer(
     init "small": W0 = 1e-3 N(0, 1) (element-wise: S0 = 0); "random":
     W0 = init_scale N(0, 1) (element-wise: symmetric N(0, init_scale^2 / d)),
     from default_rng([seed, INIT_SEED_TAG]).  p = max(1, round(kappa d)).  The
-    test set has max(n, 20000) samples unless ``n_test`` is given.
+    test set has max(n, 20000) samples unless ``n_test`` is given.  ``dtype="float32"``
+    trains on float32 tokens: the GEMMs over the data run in float32, the weights,
+    the Adam moments and everything d x d stay float64 (:mod:`amp_attention.operators`).
     """
     if init not in INITS:
         raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
     if not (math.isfinite(init_scale) and init_scale > 0):
         raise ValueError(f"init_scale must be a number in (0, inf), got {init_scale!r}")
     ch = channel_for(problem.task) if channel is None else channel
+    check_token_dtype(dtype)
     data = generate_dataset(problem, d, seed, target_spectrum, channel=ch)
     learner = problem.learner
     elementwise = learner.parameterisation == "elementwise"
@@ -310,7 +314,8 @@ def train_layer(
     else:
         p = max(1, int(round(learner.kappa * d)))
         P0 = (1e-3 if init == "small" else init_scale) * rng.standard_normal((p, d))
-    run = train(data.X, data.y, ch, learner.lam, P0, elementwise=elementwise, options=options)
+    run = train(tokens_in(data.X, dtype), data.y, ch, learner.lam, P0, elementwise=elementwise,
+                options=options)
     S, S0 = run.S, data.S0
     train_err = float(np.mean(np.sum((data.y - ch.outputs(preactivations(data.X, S))) ** 2, axis=1)))
     nt = max(data.n, N_TEST_MIN) if n_test is None else int(n_test)

@@ -55,7 +55,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from .jsonsafe import json_safe
-from .operators import measure, measure_adjoint, sensing_norms, tau as tau_of
+from .operators import (check_token_dtype, measure, measure_adjoint, sensing_norms,
+                        tau as tau_of, token_dtype, tokens_in)
 from .progress import progress_bar
 from .result import Result, Status
 from .threads import under_thread_policy
@@ -174,7 +175,8 @@ class TokenSensing:
     tokens and one (n, L, d) work buffer that every call reuses."""
 
     def __init__(self, X: np.ndarray):
-        X = np.asarray(X, dtype=np.float64)
+        X = np.asarray(X)
+        X = X.astype(token_dtype(X), copy=False)  # float32 tokens stay float32
         if X.ndim != 3:
             raise ValueError(f"X must have shape (n, L, d), got {X.shape}")
         self.X = np.ascontiguousarray(X)
@@ -438,11 +440,12 @@ class GAMPRun:
 
 def gamp_on_problem(problem, d: int, seed: int, *, options: GAMPOptions | None = None,
                     target_spectrum: str = "sampled", n_test: int = 2000,
-                    progress: bool = False) -> GAMPRun:
+                    progress: bool = False, dtype: str = "float64") -> GAMPRun:
     """Draw the data set of ``problem`` at dimension d (``data.generate_dataset``,
     seed ``seed``), run :func:`gamp` with the problem's channel and denoiser, and
     track m_t and the clean test error on ``n_test`` fresh samples (tokens from
-    default_rng([seed, TEST_SEED_TAG]))."""
+    default_rng([seed, TEST_SEED_TAG])).  ``dtype="float32"``: the sensing products over
+    the data in float32 (:mod:`amp_attention.operators`), everything d x d float64."""
     from .checks import check_count, check_dimension, check_seed
     from .data import sample_tokens
     from .denoisers import denoiser_for
@@ -452,8 +455,9 @@ def gamp_on_problem(problem, d: int, seed: int, *, options: GAMPOptions | None =
     d, seed = check_dimension(d), check_seed(seed)
     n_test = check_count("n_test", n_test, 1)
     channel = problem.task.channel_object
+    check_token_dtype(dtype)
     data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
     X_test = sample_tokens(n_test, problem.task.L, d, np.random.default_rng([seed, TEST_SEED_TAG]))
-    res = gamp(data.X, data.y, channel, denoiser_for(problem.learner), options=options,
-               S0=data.S0, test=(X_test, data.S0), progress=progress)
+    res = gamp(tokens_in(data.X, dtype), data.y, channel, denoiser_for(problem.learner),
+               options=options, S0=data.S0, test=(X_test, data.S0), progress=progress)
     return GAMPRun(res, data, n_test)

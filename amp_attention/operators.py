@@ -18,6 +18,11 @@ GLM components are u_ab = h_ab / tau_ab with tau_aa = sqrt(2), tau_ab = 1.
 Nothing here ever forms an n x d x d array: the cost of A and A* is one
 (nL x d) @ (d x d) GEMM plus O(n L^2 d) work for the small per-sample products,
 and the memory is O(n L d + d^2).
+
+Tokens X in float32 (``--dtype float32``) run the GEMMs and the (n, L, d) buffers
+in float32 -- half the memory traffic and twice the SIMD width -- while everything
+of size d x d or (n, K) (S, the gradients, the measurements) stays float64: the
+per-sample dot products accumulate in float64.
 """
 
 from __future__ import annotations
@@ -52,15 +57,37 @@ def _kernel_indices(L: int) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(np.int64), b.astype(np.int64)
 
 
+#: the token dtypes the operators run in (anything else is converted to float64)
+TOKEN_DTYPES = ("float64", "float32")
+
+
+def token_dtype(X: np.ndarray) -> np.dtype:
+    """float32 for float32 tokens, float64 otherwise."""
+    return np.dtype(np.float32) if X.dtype == np.float32 else np.dtype(np.float64)
+
+
+def check_token_dtype(dtype: str) -> str:
+    """``dtype``, one of TOKEN_DTYPES (else ValueError naming them)."""
+    if dtype not in TOKEN_DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(TOKEN_DTYPES)}; got {dtype!r}")
+    return dtype
+
+
+def tokens_in(X: np.ndarray, dtype: str) -> np.ndarray:
+    """The tokens X as a C-contiguous array of ``dtype`` ('float64' or 'float32')."""
+    return np.ascontiguousarray(X, dtype=check_token_dtype(dtype))
+
+
 def _contiguous(X: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(X, dtype=np.float64)
+    return np.ascontiguousarray(X, dtype=token_dtype(X))
 
 
-def _workspace(work: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+def _workspace(work: np.ndarray | None, shape: tuple[int, ...],
+               dtype: np.dtype = np.dtype(np.float64)) -> np.ndarray:
     if work is None:
-        return np.empty(shape)
-    if work.shape != shape or work.dtype != np.float64 or not work.flags.c_contiguous:
-        raise ValueError(f"work must be a C-contiguous float64 array of shape {shape}")
+        return np.empty(shape, dtype=dtype)
+    if work.shape != shape or work.dtype != dtype or not work.flags.c_contiguous:
+        raise ValueError(f"work must be a C-contiguous {dtype.name} array of shape {shape}")
     return work
 
 
@@ -68,14 +95,15 @@ def measure(X: np.ndarray, S: np.ndarray, work: np.ndarray | None = None) -> np.
     """B(S) = upper_triangle(h(S)), shape (n, K): the linear-channel measurements.
 
     One GEMM (X S) plus the K per-sample dot products (Numba).  ``work``, an
-    (n, L, d) float64 buffer, receives X S: iterative callers pass the same
-    buffer every time and so avoid faulting in a fresh n L d array per call."""
+    (n, L, d) buffer of the tokens' dtype, receives X S: iterative callers pass the same
+    buffer every time and so avoid faulting in a fresh n L d array per call (of the
+    tokens' dtype)."""
     n, L, d = _check_X(X)
     if S.shape != (d, d):
         raise ValueError(f"S must have shape ({d}, {d}), got {S.shape}")
     X = _contiguous(X)
-    XS = _workspace(work, (n, L, d))
-    np.matmul(X.reshape(n * L, d), np.asarray(S, dtype=np.float64), out=XS.reshape(n * L, d))
+    XS = _workspace(work, (n, L, d), X.dtype)
+    np.matmul(X.reshape(n * L, d), np.asarray(S, dtype=X.dtype), out=XS.reshape(n * L, d))
     ka, kb = _kernel_indices(L)
     out = np.empty((n, ka.size))
     upper_products(XS, X, ka, kb, out)
@@ -96,9 +124,9 @@ def _adjoint_from_upper(X: np.ndarray, r: np.ndarray, work: np.ndarray | None = 
     n, L, d = X.shape
     ka, kb = _kernel_indices(L)
     X = _contiguous(X)
-    M = _workspace(work, (n, L, d))
+    M = _workspace(work, (n, L, d), X.dtype)
     weighted_tokens(np.ascontiguousarray(r, dtype=np.float64), X, ka, kb, M)
-    G = X.reshape(n * L, d).T @ M.reshape(n * L, d)
+    G = np.asarray(X.reshape(n * L, d).T @ M.reshape(n * L, d), dtype=np.float64)
     G = 0.5 * (G + G.T)
     G[np.diag_indices(d)] -= float(np.sum(r[:, ka == kb]))
     G /= math.sqrt(d)
@@ -166,7 +194,7 @@ def sensing_norms(X: np.ndarray) -> np.ndarray:
     GAMP needs them at finite d (:mod:`amp_attention.gamp`).
     """
     n, L, d = _check_X(X)
-    G = np.matmul(X, X.transpose(0, 2, 1))  # (n, L, L) token Gram matrices
+    G = np.matmul(X, X.transpose(0, 2, 1)).astype(np.float64)  # (n, L, L) token Grams
     a, b = triu_indices(L)
     sq = G[:, np.arange(L), np.arange(L)]
     out = np.where(a == b, sq[:, a] ** 2 - 2.0 * sq[:, a] + d,
