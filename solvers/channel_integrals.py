@@ -107,7 +107,9 @@ class MonteCarloChannel:
     ``warm_start``: from the second evaluation on, each replica's prox restarts
     its data-side Newton runs from the end points of the previous evaluation
     (the points are common random numbers, and successive SE iterates are
-    close), ~3x cheaper.  Guard: the full multi-start is rerun on every 16th
+    close), ~3x cheaper; the first evaluation starts them from the prox's own
+    starting points without the continuation (~1.6x cheaper than cold).  Guard,
+    on every evaluation: the full multi-start is rerun on every 16th
     sample; if it finds a lower objective anywhere, the whole replica is
     solved cold (``n_warm_fallback`` counts these; ``n_warm`` the warm tries).
     At beta = 1 warm and cold agree to 1e-12; where the prox has competing
@@ -186,6 +188,11 @@ class MonteCarloChannel:
         ch = self.channel
         ends = self._ends[r]
         px = None
+        if self.warm_start and ends is None and hasattr(ch, "prox_starts"):
+            # First evaluation: the data-side runs start from the prox's own starting
+            # points without the continuation (guarded like every warm evaluation).
+            s = ch.prox_starts(y, omega, V)
+            ends = np.concatenate([s, s[:, 1:2]], axis=1)
         if self.warm_start and ends is not None:
             px = ch.prox_batch(y, omega, V, warm_from=ends)
             sub = slice(r % self.CHECK_EVERY, None, self.CHECK_EVERY)
