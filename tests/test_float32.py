@@ -69,3 +69,6 @@ def test_cli_dtype_flag(capsys):
     out = capsys.readouterr().out
     assert '"dtype": "float32"' in out and '"tol": 0.0001' in out
     assert main(["erm", "--dtype", "float16"]) == 2
+    assert main(["amp", "--d", "24", "--iterations", "5", "--n-test", "200", "--dtype", "float32",
+                 "--json"]) in (0, 3)
+    assert '"dtype": "float32"' in capsys.readouterr().out

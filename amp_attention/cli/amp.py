@@ -51,6 +51,9 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="held-out samples for the per-iteration test error (default: 10000)")
     g.add_argument("--se-iterates", type=int, default=30,
                    help="SE iterates shown beside GAMP's first iterations (default: 30)")
+    g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="precision of the products over the data (the n L x d tokens); "
+                        "everything d x d stays float64 (default: float64)")
     add_mc_group(amp)
     g = amp.add_argument_group("output")
     g.add_argument("--json", action="store_true",
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     cmp = compare_gamp_with_se(problem, d, seed, options=opts, mc=mc_options(args),
                                se_iterates_max=args.se_iterates,
                                target_spectrum=args.target_spectrum, n_test=args.n_test,
-                               progress=not args.json)
+                               progress=not args.json, dtype=args.dtype)
     res, traj, se = cmp.gamp, cmp.se_trajectory, cmp.se
     if se is None:  # diverged before its first iterate: nothing to compare
         print(f"{PROG}: GAMP {res.summary} ({GAMP_DIVERGED_HINT}); no iterate was "
@@ -93,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_NOT_CONVERGED
     params = {**problem.to_dict(), "d": d, "n": cmp.n, "seed": seed,
               "target_spectrum": args.target_spectrum, "iterations": args.iterations,
-              "tol": args.tol, "damping": args.damping, "V0": args.V0, "n_test": args.n_test}
+              "tol": args.tol, "damping": args.damping, "V0": args.V0, "n_test": args.n_test,
+              "dtype": args.dtype}
     if not closed_form(problem.task.channel):
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed)
     final = {} if cmp.end is None else dataclasses.asdict(cmp.end)

@@ -56,13 +56,15 @@ def compare_gamp_with_se(problem: Problem, d: int, seed: int, *,
                          options: GAMPOptions | None = None,
                          mc: MonteCarloOptions | None = None, se_iterates_max: int = 30,
                          target_spectrum: str = "sampled", n_test: int = 2000,
-                         progress: bool = False) -> GAMPComparison:
+                         progress: bool = False, dtype: str = "float64") -> GAMPComparison:
     """Run GAMP on the data set of (problem, d, seed) and solve the SE beside it
     (``mc``: RQMC options of a Monte-Carlo channel; ``se_iterates_max``: SE iterates
-    to compute, at most GAMP's iteration count)."""
+    to compute, at most GAMP's iteration count; ``dtype``: of the products over the data,
+    see :func:`amp_attention.gamp.gamp_on_problem`)."""
     options = GAMPOptions() if options is None else options
     on_data = gamp_on_problem(problem, d, seed, options=options,
-                              target_spectrum=target_spectrum, n_test=n_test, progress=progress)
+                              target_spectrum=target_spectrum, n_test=n_test, progress=progress,
+                              dtype=dtype)
     res, data = on_data.result, on_data.data
     if not res.history:
         return GAMPComparison(res, data.n, None, np.empty((0, 3)), None)
