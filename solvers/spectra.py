@@ -24,11 +24,13 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import atomic_write_json, ensure_directory, read_checkpoint
+from amp_attention.operators import check_token_dtype
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
 from .predicted_spectrum import PredictedSpectrum
 from .state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
+from .validate import finished
 
 
 def kolmogorov_distance(samples, cdf: Callable[..., np.ndarray], zero_tol: float = 0.0) -> float:
@@ -65,8 +67,12 @@ class SpectrumPlan:
     mc: MonteCarloOptions | None = None
     zero_tol: float = 1e-6
     bins: int = 50
+    #: the precision of the products over the data in training (a run file of the other
+    #: dtype is not resumed but redone)
+    dtype: str = "float64"
 
     def __post_init__(self) -> None:
+        check_token_dtype(self.dtype)
         if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
             raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
         if int(self.seeds) != self.seeds or self.seeds < 1:
@@ -104,13 +110,14 @@ def run_measures(pred: PredictedSpectrum, run: dict, zero_tol: float) -> dict:
 
 
 def train_spectrum_run(problem: Problem, d: int, seed: int, adam: AdamOptions,
-                       target_spectrum: str, out: str) -> None:
+                       target_spectrum: str, out: str, dtype: str = "float64") -> None:
     """One Adam-trained layer of a spectrum check, saved atomically to its run file
     (a task of :func:`~amp_attention.runner.run_tasks`)."""
-    res = train_layer(problem, d, seed, options=adam, target_spectrum=target_spectrum)
+    res = train_layer(problem, d, seed, options=adam, target_spectrum=target_spectrum,
+                      dtype=dtype)
     atomic_write_json(spectrum_run_file(Path(out), d, seed),
                       {**res.to_dict(), "p": max(1, int(round(problem.learner.kappa * d))),
-                       "history": []})
+                       "history": [], "dtype": dtype})
 
 
 def run_spectrum_check(
@@ -141,9 +148,10 @@ def run_spectrum_check(
                            f"{se.residual:.3g}); no prediction to compare with")
     pred = PredictedSpectrum.from_se(plan.problem, se)
     todo = [(d, s) for d in plan.ds for s in range(plan.seeds)
-            if read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS) is None]
-    run_tasks(train_spectrum_run, [(plan.problem, d, s, plan.adam, plan.target_spectrum, str(out))
-                                   for d, s in todo],
+            if not finished(read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS),
+                            plan.dtype)]
+    run_tasks(train_spectrum_run, [(plan.problem, d, s, plan.adam, plan.target_spectrum, str(out),
+                                    plan.dtype) for d, s in todo],
               executor=executor, workers=workers, progress=progress)
     runs = [read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS)
             for d in plan.ds for s in range(plan.seeds)]
@@ -161,7 +169,7 @@ def run_spectrum_check(
     summary = {
         "params": {**plan.problem.to_dict(), "ds": list(plan.ds), "seeds": plan.seeds,
                    "target_spectrum": plan.target_spectrum, "zero_tol": plan.zero_tol,
-                   "adam": dataclasses.asdict(plan.adam)},
+                   "adam": dataclasses.asdict(plan.adam), "dtype": plan.dtype},
         "se": se.to_dict(),
         "predicted": {"atom_S": pred.atom_S, "cutoff": pred.cutoff,
                       "rank_fraction": se.rank_fraction},

@@ -27,6 +27,7 @@ import numpy as np
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import (atomic_write_csv, atomic_write_json, ensure_directory,
                                  read_checkpoint)
+from amp_attention.operators import check_token_dtype
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
 
@@ -46,8 +47,10 @@ class ValidationPlan:
     (rounded up): the seed spread of these statistics shrinks like 1/d, so every d
     then has about the same standard error, at a cost dominated by d_max; this
     takes the noise of the small-d points out of the extrapolated value.  The target
-    spectrum, Adam options, the SE's Monte-Carlo options (non-linear channels)
-    and the number of points of the theory curve."""
+    spectrum, Adam options, the SE's Monte-Carlo options (non-linear channels),
+    the number of points of the theory curve, and the ``dtype`` of the products over the
+    data in training (float32: :mod:`amp_attention.operators`; a run file of the other
+    dtype is not resumed but redone)."""
 
     problem: Problem
     alphas: tuple[float, ...]
@@ -58,8 +61,10 @@ class ValidationPlan:
     mc: MonteCarloOptions | None = None
     theory_points: int = 25
     seed_scaling: str = "constant"
+    dtype: str = "float64"
 
     def __post_init__(self) -> None:
+        check_token_dtype(self.dtype)
         if not self.alphas or any(not (math.isfinite(a) and a > 0) for a in self.alphas):
             raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {self.alphas!r}")
         if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
@@ -103,11 +108,19 @@ def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
 
 
 def train_run(problem: Problem, alpha: float, d: int, seed: int, adam: AdamOptions,
-              target_spectrum: str, out: str) -> None:
+              target_spectrum: str, out: str, dtype: str = "float64") -> None:
     """One Adam-trained layer of a validation sweep, saved atomically to its run file
     (a task of :func:`~amp_attention.runner.run_tasks`)."""
-    res = train_layer(_at(problem, alpha), d, seed, options=adam, target_spectrum=target_spectrum)
-    atomic_write_json(run_file(Path(out), alpha, d, seed), {"alpha": alpha, **res.to_dict()})
+    res = train_layer(_at(problem, alpha), d, seed, options=adam, target_spectrum=target_spectrum,
+                      dtype=dtype)
+    atomic_write_json(run_file(Path(out), alpha, d, seed),
+                      {"alpha": alpha, "dtype": dtype, **res.to_dict()})
+
+
+def finished(rec: dict | None, dtype: str) -> bool:
+    """A run file counts as finished for a plan of ``dtype`` (files written before the
+    dtype was recorded are float64 runs)."""
+    return rec is not None and rec.get("dtype", "float64") == dtype
 
 
 def run_validation(
@@ -126,9 +139,9 @@ def run_validation(
     out = Path(out)
     ensure_directory(out / "runs")
     todo = [(a, d, s) for a, d, s in plan.runs()
-            if read_checkpoint(run_file(out, a, d, s), RUN_KEYS) is None]
-    run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out))
-                          for a, d, s in todo],
+            if not finished(read_checkpoint(run_file(out, a, d, s), RUN_KEYS), plan.dtype)]
+    run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out),
+                           plan.dtype) for a, d, s in todo],
               executor=executor, workers=workers, progress=progress)
     runs = [read_checkpoint(run_file(out, a, d, s), RUN_KEYS) for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
@@ -147,7 +160,7 @@ def run_validation(
                                                else plan.seeds),
                           "seed_scaling": plan.seed_scaling,
                           "target_spectrum": plan.target_spectrum,
-                          "adam": dataclasses.asdict(plan.adam)},
+                          "adam": dataclasses.asdict(plan.adam), "dtype": plan.dtype},
                "theory": theory, "bayes": bayes, "table": table, "fits": fits,
                "trained": len(todo),
                "all_converged": all(r["converged"] for r in runs)}

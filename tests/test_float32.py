@@ -72,3 +72,24 @@ def test_cli_dtype_flag(capsys):
     assert main(["amp", "--d", "24", "--iterations", "5", "--n-test", "200", "--dtype", "float32",
                  "--json"]) in (0, 3)
     assert '"dtype": "float32"' in capsys.readouterr().out
+
+
+def test_validation_and_spectrum_runs_record_their_dtype_and_are_not_mixed(tmp_path):
+    import dataclasses
+
+    from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
+    from amp_attention.solvers.validate import ValidationPlan, run_validation
+
+    plan = ValidationPlan(LINEAR, alphas=(0.5,), ds=(12,), seeds=1, adam=AdamOptions(lr=0.03),
+                          theory_points=3, dtype="float32")
+    first = run_validation(plan, tmp_path / "v")
+    assert first["trained"] == 1 and first["params"]["dtype"] == "float32"
+    assert run_validation(plan, tmp_path / "v")["trained"] == 0  # resumed
+    # a float64 plan on the same directory redoes the float32 run instead of reusing it
+    assert run_validation(dataclasses.replace(plan, dtype="float64"), tmp_path / "v")["trained"] == 1
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        dataclasses.replace(plan, dtype="half")
+    sp = SpectrumPlan(LINEAR, ds=(12,), seeds=1, dtype="float32")
+    out = run_spectrum_check(sp, tmp_path / "s")
+    assert out["trained"] == 1 and out["params"]["dtype"] == "float32"
+    assert run_spectrum_check(dataclasses.replace(sp, dtype="float64"), tmp_path / "s")["trained"] == 1

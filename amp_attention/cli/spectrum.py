@@ -47,6 +47,10 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--target-spectrum", choices=("sampled", "quantile"), default="quantile",
                    help="target eigenvalues (default: quantile)")
     g.add_argument("--lr", type=float, default=0.03, help="Adam learning rate (default: 0.03)")
+    g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="with --simulate: precision of the products over the data in training "
+                        "(W and the Adam moments stay float64; a run of the other dtype in --out "
+                        "is redone) (default: float64)")
     g.add_argument("--lr-min", type=float, default=1e-7,
                    help="Adam stops when reduce-on-plateau takes the learning rate below this "
                         "(default: 1e-7)")
@@ -72,14 +76,14 @@ def run(args: argparse.Namespace) -> int:
 
     if not args.simulate:
         refuse_given(args, ("d", "seeds", "target_spectrum", "lr", "lr_min", "zero_tol", "bins",
-                            "workers", "scheduler", "dask_local", "allow_large"),
+                            "workers", "scheduler", "dask_local", "allow_large", "dtype"),
                      "applies only with --simulate (without it only the prediction is written)")
     problem = problem_from_args(args)
     check_execution(args)
     try:
         adam = AdamOptions(lr=args.lr, lr_min=args.lr_min)
         plan = SpectrumPlan(problem, tuple(args.d), args.seeds, args.target_spectrum, adam,
-                            mc_options(args), args.zero_tol, args.bins)
+                            mc_options(args), args.zero_tol, args.bins, dtype=args.dtype)
     except ValueError as exc:
         raise flag_error(exc, {"lr_min": "--lr-min", "lr": "--lr", "ds": "--d",
                                 "seeds": "--seeds", "zero_tol": "--zero-tol",

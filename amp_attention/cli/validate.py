@@ -47,6 +47,10 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="target eigenvalues (default: quantile, the small-spread choice for "
                         "theory checks)")
     g.add_argument("--lr", type=float, default=0.03, help="Adam learning rate (default: 0.03)")
+    g.add_argument("--dtype", choices=("float64", "float32"), default="float64",
+                   help="precision of the products over the data in training; W and the "
+                        "Adam moments stay float64; a run of the other dtype in --out is redone, "
+                        "not resumed (default: float64)")
     g.add_argument("--batch-size", type=int, default=None,
                    help="mini-batch size (default: full batch)")
     g.add_argument("--out", default="amp-attention-validate", metavar="DIR",
@@ -71,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = args.seeds[0] if len(args.seeds) == 1 else tuple(args.seeds)
         plan = ValidationPlan(problem, tuple(args.alphas), tuple(args.d), seeds,
                               args.target_spectrum, adam, mc_options(args),
-                              seed_scaling=args.seed_scaling)
+                              seed_scaling=args.seed_scaling, dtype=args.dtype)
     except ValueError as exc:
         raise flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",
                                 "ds": "--d", "seeds": "--seeds"}) from None
