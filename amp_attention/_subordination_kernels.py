@@ -483,6 +483,40 @@ def _panel_nodes(kind, qh, c, scale, points, weights, lo, hi, t, w, D, x, wq, u,
 
 
 @njit(cache=True, error_model="numpy")
+def _rule_kind(sqrt_lo: bool, sqrt_hi: bool) -> int:
+    """Index of a panel's Gauss-Jacobi rule in the tables: 2 [sqrt at hi] + [sqrt at lo]."""
+    return (2 if sqrt_hi else 0) + (1 if sqrt_lo else 0)
+
+
+@njit(cache=True, error_model="numpy")
+def _level_rule(t_flat, w_flat, d_flat, off_t, off_d, ns, r, lev):
+    """(nodes, weights, differentiation matrix) of rule kind r at level lev of the flat
+    tables of :func:`spectral_integrals`."""
+    n = ns[lev]
+    return (t_flat[r, off_t[lev]:off_t[lev + 1]], w_flat[r, off_t[lev]:off_t[lev + 1]],
+            d_flat[r, off_d[lev]:off_d[lev + 1]].reshape((n, n)))
+
+
+@njit(cache=True, error_model="numpy")
+def accept_smallest(err: np.ndarray, spent: float, rtol: float):
+    """The acceptance rule of the per-panel adaptive quadrature (shared by
+    :func:`spectral_integrals` and ``SemicircleFreeConvolution._adaptive_panels``):
+    panels in increasing order of their error estimates ``err``, accepted while the
+    accepted sum stays within half of the budget left, 0.5 (rtol - spent).  Returns
+    (order, number accepted, their sum); all accepted means converged."""
+    order = np.argsort(err)
+    room = 0.5 * (rtol - spent)
+    cum = 0.0
+    n_ok = 0
+    for k in range(err.size):
+        if cum + err[order[k]] > room:
+            break
+        cum += err[order[k]]
+        n_ok += 1
+    return order, n_ok, cum
+
+
+@njit(cache=True, error_model="numpy")
 def quadrature_rule(kind: int, qh: float, c: float, scale: float, points: np.ndarray,
                     weights: np.ndarray, lo: np.ndarray, hi: np.ndarray, sqrt_lo: np.ndarray,
                     sqrt_hi: np.ndarray, t_tab: np.ndarray, w_tab: np.ndarray,
@@ -500,7 +534,7 @@ def quadrature_rule(kind: int, qh: float, c: float, scale: float, points: np.nda
     u = np.empty(P * n)
     v = np.empty(P * n)
     for p in range(P):
-        r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
+        r = _rule_kind(sqrt_lo[p], sqrt_hi[p])
         sl = slice(p * n, (p + 1) * n)
         _panel_nodes(kind, qh, c, scale, points, weights, lo[p], hi[p], t_tab[r], w_tab[r],
                      d_tab[r], x[sl], wq[sl], u[sl], v[sl])
@@ -586,12 +620,9 @@ def spectral_integrals(kind: int, qh: float, c: float, scale: float, points: np.
     v = np.empty(nmax)
     junk = np.empty(N_ROWS)
     for p in range(P):
-        r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
+        r = _rule_kind(sqrt_lo[p], sqrt_hi[p])
         for lev in range(2):
-            n = ns[lev]
-            t = t_flat[r, off_t[lev]:off_t[lev + 1]]
-            w = w_flat[r, off_t[lev]:off_t[lev + 1]]
-            D = d_flat[r, off_d[lev]:off_d[lev + 1]].reshape((n, n))
+            t, w, D = _level_rule(t_flat, w_flat, d_flat, off_t, off_d, ns, r, lev)
             if lev == 0:
                 _panel_sums(kind, qh, c, scale, points, weights, lo[p], hi[p], t, w, D, family,
                             shift, fscale, x, wq, u, v, coarse[p], junk)
@@ -622,23 +653,10 @@ def spectral_integrals(kind: int, qh: float, c: float, scale: float, points: np.
                 err[p] = e
                 err_sum += e
                 n_act += 1
-        # accept the smallest errors while they fit in half of the budget left
-        idx = np.empty(n_act, dtype=np.int64)
-        k = 0
-        for p in range(P):
-            if active[p]:
-                idx[k] = p
-                k += 1
-        order = idx[np.argsort(err[idx])]
-        room = 0.5 * (rtol - spent)
-        cum = 0.0
-        n_ok = 0
-        for k in range(n_act):
-            if cum + err[order[k]] > room:
-                break
-            cum += err[order[k]]
-            n_ok += 1
-        if n_ok == n_act and spent + cum <= rtol:
+        idx = np.flatnonzero(active)
+        rank, n_ok, cum = accept_smallest(err[idx], spent, rtol)
+        order = idx[rank]
+        if n_ok == n_act:
             return total, spent + cum, 0
         for k in range(n_ok, n_act):
             if level[order[k]] + 1 >= L:
@@ -649,11 +667,8 @@ def spectral_integrals(kind: int, qh: float, c: float, scale: float, points: np.
         for k in range(n_ok, n_act):
             p = order[k]
             lev = level[p] + 1
-            r = (2 if sqrt_hi[p] else 0) + (1 if sqrt_lo[p] else 0)
-            n = ns[lev]
-            t = t_flat[r, off_t[lev]:off_t[lev + 1]]
-            w = w_flat[r, off_t[lev]:off_t[lev + 1]]
-            D = d_flat[r, off_d[lev]:off_d[lev + 1]].reshape((n, n))
+            t, w, D = _level_rule(t_flat, w_flat, d_flat, off_t, off_d, ns,
+                                  _rule_kind(sqrt_lo[p], sqrt_hi[p]), lev)
             for j in range(N_ROWS):
                 coarse[p, j] = fine[p, j]
             _panel_sums(kind, qh, c, scale, points, weights, lo[p], hi[p], t, w, D, family,

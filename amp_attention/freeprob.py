@@ -351,8 +351,8 @@ class SemicircleFreeConvolution:
         if not len(panels):
             return np.zeros(_k.N_ROWS), 0.0
         kind, c, scale, points, weights = self._measure
-        # rules up to 256 nodes first: more only for the rare panel that needs them
-        for levels, complete in ((5, False), (7, True)):
+        # rules up to 256 nodes first: more (up to N_MAX) only for the rare panel that needs them
+        for levels, complete in ((5, False), ((N_MAX // N_START).bit_length(), True)):
             vals, err, status = _k.spectral_integrals(
                 kind, self.qh, c, scale, points, weights, panels.lo, panels.hi, panels.sqrt_lo,
                 panels.sqrt_hi, family, float(shift), float(fscale), self.rtol,
@@ -388,16 +388,12 @@ class SemicircleFreeConvolution:
                                                                          2 * n).sum(axis=2)
             scale = np.maximum(np.abs(best.sum(axis=1)), mass.sum(axis=1)) + 1e-300
             err = np.max(np.abs(fine - coarse) / scale[:, None], axis=0)
-            # accept the smallest errors while they fit in half of the budget left
-            order = np.argsort(err)
-            room = 0.5 * (self.rtol - spent)
-            cum = np.cumsum(err[order])
-            n_ok = int(np.searchsorted(cum, room, side="right"))
-            if n_ok == idx.size and spent + cum[-1] <= self.rtol:
-                return best.sum(axis=1), spent + float(cum[-1]), 2 * n
+            order, n_ok, accepted = _k.accept_smallest(err, spent, self.rtol)
+            if n_ok == idx.size:
+                return best.sum(axis=1), spent + accepted, 2 * n
             if 4 * n > n_max:
                 return best.sum(axis=1), spent + float(err.sum()), 2 * n
-            spent += float(cum[n_ok - 1]) if n_ok else 0.0
+            spent += accepted
             keep = np.sort(order[n_ok:])
             idx, coarse, n = idx[keep], fine[:, keep], 2 * n
 
