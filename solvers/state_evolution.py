@@ -405,7 +405,8 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
 
 
 def _same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
-    """Two fixed points of the same map within the solver's accuracy (m, q, V)."""
+    """Two fixed points (m, q, V) of the same map solved to ``tol``: relative distance
+    (to a) at most 1e3 tol + 1e-7 (metastability is its negation)."""
     diff = np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.maximum(np.abs(np.asarray(a)), 1e-12))
     return bool(diff <= 1e3 * tol + 1e-7)
 
@@ -609,6 +610,8 @@ def solve_state_evolution(
                 coarse_pre[name] = _coarse_solve(se, starts[name], tol=tol, max_iter=max_iter,
                                                  method=method, damping=damping, monitor=monitor)
         pre = [coarse_pre[n] for n in names]
+        # same point: relative distance <= 1e3 (0.1 COARSE_TOL) + 1e-7 ~ 1e-3, far below the
+        # O(0.1-1) distance of distinct fixed points (a false "different" only costs time)
         if all(p is not None and p[1].converged for p in pre) and _same_fixed_point(
                 pre[0][1].x, pre[1][1].x, 0.1 * COARSE_TOL):
             coarse_only = names[1]
@@ -658,8 +661,8 @@ def solve_state_evolution(
         if name == best_name:
             continue
         if r2.converged and rep.converged and name != coarse_only:
-            diff = max(abs(f2[k] - fields[k]) / max(abs(fields[k]), 1e-12) for k in ("m", "q", "V"))
-            metastable = diff > 1e3 * tol + 1e-7
+            mqV = ("m", "q", "V")
+            metastable = not _same_fixed_point([fields[k] for k in mqV], [f2[k] for k in mqV], tol)
         alternative = {"start": name, "converged": r2.converged, "status": r2.status.value,
                        "message": r2.message,
                        "level": "coarse" if name == coarse_only else "fine",
