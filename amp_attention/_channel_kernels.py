@@ -445,6 +445,14 @@ def _trace_inverse(A, aug):
         for j in range(K):
             aug[i, j] = A[i, j]
             aug[i, K + j] = 1.0 if i == j else 0.0
+    return _trace_of_solution(aug)
+
+
+@njit(cache=True)
+def _trace_of_solution(aug):
+    """tr(A^{-1} B) for aug = [A | B] (K x 2K, overwritten) by Gauss-Jordan with partial
+    pivoting; nan if A is numerically singular."""
+    K = aug.shape[0]
     for col in range(K):
         piv = col
         best = abs(aug[col, col])
@@ -472,6 +480,28 @@ def _trace_inverse(A, aug):
     for i in range(K):
         tr += aug[i, K + i]
     return tr
+
+
+@njit(cache=True)
+def stein_traces(Jh, Js, H, V):
+    """tr[(I + V H_i)^-1 Jh_i^T Js_i] for every sample i: the Stein form of the m_hat
+    estimator (amp_attention.solvers.channel_integrals.MonteCarloChannel._stein_terms),
+    Jh, Js the (M x K) output Jacobians at the prox point and at u*, H the (K x K)
+    Hessian of the loss.  A K x K elimination per sample: a batched LAPACK call spends
+    more on its per-matrix overhead than on the arithmetic at K = 3."""
+    n, M, K = Jh.shape
+    out = np.empty(n)
+    aug = np.empty((K, 2 * K))
+    for i in range(n):
+        for a in range(K):
+            for b in range(K):
+                aug[a, b] = V * H[i, a, b] + (1.0 if a == b else 0.0)
+                s = 0.0
+                for m in range(M):
+                    s += Jh[i, m, a] * Js[i, m, b]
+                aug[a, K + b] = s
+        out[i] = _trace_of_solution(aug)
+    return out
 
 
 # ------------------------------------------------------- built-in dispatch

@@ -96,8 +96,7 @@ def measure(X: np.ndarray, S: np.ndarray, work: np.ndarray | None = None) -> np.
 
     One GEMM (X S) plus the K per-sample dot products (Numba).  ``work``, an
     (n, L, d) buffer of the tokens' dtype, receives X S: iterative callers pass the same
-    buffer every time and so avoid faulting in a fresh n L d array per call (of the
-    tokens' dtype)."""
+    buffer every time and so avoid faulting in a fresh n L d array per call."""
     n, L, d = _check_X(X)
     if S.shape != (d, d):
         raise ValueError(f"S must have shape ({d}, {d}), got {S.shape}")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from amp_attention._stein_kernels import stein_traces
+from amp_attention._channel_kernels import stein_traces
 from amp_attention.channels.base import ChannelSE, overlap_split, stein_available
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample")

@@ -102,7 +102,7 @@ def test_overlaps_at_the_perfect_recovery_edge_are_accepted_up_to_rounding():
 
 
 def test_compiled_stein_traces_equal_the_batched_linear_algebra():
-    from amp_attention._stein_kernels import stein_traces
+    from amp_attention._channel_kernels import stein_traces
 
     rng = np.random.default_rng(7)
     for K, M in ((1, 1), (3, 4), (6, 9)):

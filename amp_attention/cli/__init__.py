@@ -22,7 +22,7 @@ import sys
 from . import (amp, compare, erm, heads, phase_diagram, quickstart, scaling, se, spectrum,
                thresholds, validate)
 from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, add_threads_flag,
-                     print_error, problem_from_args, problem_parent)
+                     check_min_int, print_error, problem_from_args, problem_parent)
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
@@ -96,9 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from ..threads import thread_policy
 
-        if args.threads is not None and args.threads < 1:
-            raise CLIError(f"argument --threads: must be an integer >= 1 (default: one BLAS "
-                           f"thread, Numba on every core), got {args.threads}")
+        if args.threads is not None:
+            check_min_int("--threads", args.threads, 1)
         with thread_policy(args.threads):
             return int(args.func(args))
     except KeyboardInterrupt:
