@@ -147,8 +147,6 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
         if rec is not None:
             if rec["converged"]:
                 done = [*done[-1:], (plan.alphas[i], np.array([rec["m"], rec["q"], rec["V"]]))]
-            else:
-                done = []
             continue
         problem = plan.at(i, j)
         if done:  # same target along the grid: a fixed point is a valid start
@@ -163,7 +161,8 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
                "start": r.start, "seconds": r.seconds}
         atomic_write_json(path, rec)
         computed += 1
-        done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))] if r.converged else []
+        if r.converged:  # a failed point leaves the sweep on its last converged ones
+            done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))]
     return computed
 
 
