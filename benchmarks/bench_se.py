@@ -44,14 +44,13 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from machine import cli_command, describe, load
+from machine import cli_command, describe, load, neighbour
 
 from amp_attention.channels import LinearChannel
 from amp_attention.denoisers import NuclearNormPSD
@@ -223,9 +222,6 @@ def phase_diagram(args) -> None:
           f"{'met' if ours <= 300 else 'NOT met'}")
 
 
-SPIN = "import time\nt = time.time()\nwhile time.time() - t < 3600: pass\n"
-
-
 def softmax_point(args) -> None:
     """CLI-default softmax L = 2 point (alpha 0.5, lam 0.1, noiseless) through the CLI, idle
     and beside a CPU-bound process, at several Monte-Carlo sizes (the default 2^14)."""
@@ -236,20 +232,12 @@ def softmax_point(args) -> None:
         row = {"idle": [], "loaded": []}
         for _ in range(args.softmax_runs):
             for state in ("idle", "loaded"):
-                spinner = (subprocess.Popen([sys.executable, "-c", SPIN]) if state == "loaded"
-                           else None)
-                try:
-                    if spinner is not None:
-                        time.sleep(0.5)
+                with neighbour(state == "loaded"):
                     t0 = time.perf_counter()
                     out = subprocess.run(cli_command() + ["se", "--channel", "softmax", "--L",
                                                           "2", "--mc-log2n", str(log2n), "--json"],
                                          capture_output=True, text=True, check=True).stdout
                     row[state].append(time.perf_counter() - t0)
-                finally:
-                    if spinner is not None:
-                        spinner.kill()
-                        spinner.wait()
         row = {k: statistics.median(v) for k, v in row.items()}
         r = json.loads(out)
         rel = {k: r["mc_stderr"][k] / abs(r[k]) for k in ("train_error", "test_error")}

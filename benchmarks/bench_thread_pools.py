@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from machine import neighbour
+
 WORKLOAD = """
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.erm import erm_statistics
@@ -53,17 +55,13 @@ def main() -> None:
     print(f"cores {os.cpu_count()}, NUMBA_NUM_THREADS {numba.config.NUMBA_NUM_THREADS}, "
           f"OPENBLAS_NUM_THREADS {os.environ.get('OPENBLAS_NUM_THREADS', 'unset (one per core)')}, "
           f"load {os.getloadavg()[0]:.2f}")
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
-    try:
+    with neighbour(args.busy):
         run("PASSIVE"), run("ACTIVE")   # warm-up: Numba's on-disk cache
         passive, active = [], []
         for _ in range(args.pairs):
             passive.append(run("PASSIVE"))
             active.append(run("ACTIVE"))
             print(f"  passive {passive[-1]:7.1f} s   active {active[-1]:7.1f} s", flush=True)
-    finally:
-        if busy is not None:
-            busy.kill()
     ratios = [a / b for a, b in zip(passive, active)]
     print(f"median wall: passive {statistics.median(passive):.1f} s, active "
           f"{statistics.median(active):.1f} s; passive/active {statistics.median(ratios):.3f} "

@@ -18,29 +18,18 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import time
 
-from machine import cli_command, describe, load
-
-SPIN = "import time\nt = time.time()\nwhile time.time() - t < 3600: pass\n"
-
+from machine import cli_command, describe, load, neighbour
 
 def run(args: list[str], loaded: bool) -> float:
     env = {k: v for k, v in os.environ.items()
            if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS",
                         "MKL_NUM_THREADS")}
-    spinner = subprocess.Popen([sys.executable, "-c", SPIN]) if loaded else None
-    try:
-        if spinner is not None:
-            time.sleep(0.5)
+    with neighbour(loaded):
         t0 = time.perf_counter()
         subprocess.run(cli_command() + args, env=env, check=True, stdout=subprocess.DEVNULL)
         return time.perf_counter() - t0
-    finally:
-        if spinner is not None:
-            spinner.kill()
-            spinner.wait()
 
 
 def main(argv=None) -> None:

@@ -3,6 +3,7 @@ benchmark beside its figures, because on a shared machine they decide the number
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 
@@ -46,6 +47,26 @@ def cli_command() -> list[str]:
     script = Path(sys.executable).with_name("amp-attention")
     return [str(script)] if script.exists() else [
         sys.executable, "-c", "import sys; from amp_attention.cli import main; sys.exit(main())"]
+
+
+@contextlib.contextmanager
+def neighbour(busy: bool = True):
+    """With ``busy``: a CPU-bound Python process spinning beside the body (one core of
+    the machine taken, as by another user's job); nothing otherwise."""
+    import subprocess
+    import sys
+    import time
+
+    if not busy:
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)  # let it get scheduled
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def load() -> str:
