@@ -415,6 +415,13 @@ def _start(solver: str, r: int, p: int, d: int, init_scale: float, seed: int,
     return (A + A.T) / math.sqrt(2.0)
 
 
+def default_tol(convex: bool, dtype: str = "float64") -> float:
+    """The ERM stopping tolerance unless one is given: 1e-9 for a convex channel, 1e-7
+    otherwise, at least FLOAT32_TOL with float32 tokens."""
+    tol = 1e-9 if convex else 1e-7
+    return max(tol, FLOAT32_TOL) if dtype == "float32" else tol
+
+
 @under_thread_policy
 def direct_erm(
     problem: Problem,
@@ -511,9 +518,7 @@ def direct_erm(
                            else max_iter, 1)
     check_token_dtype(dtype)
     if tol is None:
-        tol = 1e-9 if convex else 1e-7
-        if dtype == "float32":
-            tol = max(tol, FLOAT32_TOL)
+        tol = default_tol(convex, dtype)
     try:
         tol = float(tol)
     except (TypeError, ValueError):

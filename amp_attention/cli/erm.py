@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """``amp-attention erm``: direct ERM over seeds; mean and standard error of each field."""
     from ..channels import channel_class, optional_member
     from ..checks import check_dimension, check_seed
-    from ..erm import FLOAT32_TOL
+    from ..erm import default_tol
 
     problem = problem_from_args(args)
     try:
@@ -94,9 +94,7 @@ def run(args: argparse.Namespace) -> int:
     # a convex channel starts once and is solved to a tighter tolerance
     convex = bool(optional_member(channel_class(problem.task.channel), "convex"))
     if args.tol is None:
-        args.tol = 1e-9 if convex else 1e-7
-        if args.dtype == "float32":
-            args.tol = max(args.tol, FLOAT32_TOL)
+        args.tol = default_tol(convex, args.dtype)
     check_positive_finite("--tol", args.tol)
     check_min_int("--max-iter", args.max_iter, 1)
     check_min_int("--restarts", args.restarts, 0)
