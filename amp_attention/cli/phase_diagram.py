@@ -143,9 +143,10 @@ def run(args: argparse.Namespace) -> int:
     fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
     bayes_ok = True
     if args.bayes:
-        bayes = bayes_baseline(plan, out, mc=bayes_mc,
-                       progress=lambda it, n: _progress(it, total=n, desc="Bayes-optimal")
-                       )["bayes"]
+        baseline = bayes_baseline(plan, out, mc=bayes_mc,
+                                  progress=lambda it, n: _progress(it, total=n,
+                                                                   desc="Bayes-optimal"))
+        bayes = baseline["bayes"]
         fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
         bayes_ok = all(bayes["converged"])
     _, arrays = load_phase_diagram(out)
