@@ -2,6 +2,8 @@
 
 import os
 
+from ._checkout import map_checkout_solvers
+
 __version__ = "0.1.0"
 
 # Numba's parallel kernels run on GNU OpenMP, whose idle threads spin for a while
@@ -12,3 +14,8 @@ __version__ = "0.1.0"
 # evolution point.  It must be set before libgomp loads (the first parallel
 # kernel), hence here; a value the user set is kept.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# Imported from a source checkout (``python -m pytest`` from the repository root puts
+# the root first on sys.path, ahead of the installed copy), the theory layer is the
+# top-level folder solvers/; see amp_attention/_checkout.py.
+map_checkout_solvers(os.path.dirname(os.path.abspath(__file__)))
