@@ -70,8 +70,11 @@ class Task:
     L, noise and noise_at (and beta if it has one): they are copied into the
     task, and a value given here that is not the default and differs from the
     instance's raises ValueError.  ``noise`` is the label-noise variance Delta;
-    ``noise_at`` says whether it is added to the outputs (``"output"``, default)
-    or to the logits (``"logit"``).
+    ``noise_at`` says where it enters and with which covariance
+    (:data:`~amp_attention.channels.base.NOISE_LOCATIONS`): added to the outputs
+    (``"output"``, default); to the logits with variance Delta on every h_ab
+    (``"logit"``); or to the logits as sqrt(Delta/2) times a GOE matrix, variance Delta on
+    the diagonal and Delta/2 off it (``"logit_goe"``, the model of arXiv 2509.24914).
     """
 
     channel: "str | Channel" = "linear"

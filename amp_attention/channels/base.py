@@ -60,8 +60,34 @@ import numpy as np
 
 from ..checks import check_positive
 
-#: where label noise enters: added to the outputs, or to the logits h before g
-NOISE_LOCATIONS = ("output", "logit")
+#: where label noise enters and with which covariance (docs/theory.md "Data model"):
+#: "output": sqrt(Delta) xi added to each of the M outputs;
+#: "logit": to the logits h before g, sqrt(Delta) E with E symmetric, E_ab i.i.d. N(0, 1)
+#: for a <= b (variance Delta on every logit);
+#: "logit_goe": to the logits, sqrt(Delta/2) G with G a GOE matrix (G_aa ~ N(0, 2),
+#: G_ab ~ N(0, 1)): variance Delta on the diagonal and Delta/2 off it, i.e. i.i.d.
+#: N(0, Delta/2) on every u-coordinate -- the model of arXiv 2509.24914 and its code.
+NOISE_LOCATIONS = ("output", "logit", "logit_goe")
+
+#: the noise locations that perturb the logits (labels stay in the range of g)
+LOGIT_NOISE = ("logit", "logit_goe")
+
+
+def is_logit_noise(noise_at: str) -> bool:
+    """True if the label noise is added to the logits h (before the output function)."""
+    return noise_at in LOGIT_NOISE
+
+
+def logit_noise_u_std(noise_at: str, tau: np.ndarray) -> np.ndarray:
+    """Standard deviation, per unit of sqrt(Delta), of the logit noise in u-coordinates
+    (u_k = h_k / tau_k): 1/tau_k for "logit" (variance Delta on every h_ab),
+    1/sqrt(2) for "logit_goe" (variance Delta tau_k^2 / 2 on h_ab)."""
+    tau = np.asarray(tau, dtype=np.float64)
+    if noise_at == "logit":
+        return 1.0 / tau
+    if noise_at == "logit_goe":
+        return np.full(tau.shape, 1.0 / math.sqrt(2.0))
+    raise ValueError(f"noise_at must be one of {LOGIT_NOISE} for logit noise, got {noise_at!r}")
 
 #: relative slack of the constraint m^2 <= q Q0 (Cauchy-Schwarz for the overlaps):
 #: next to perfect recovery a fixed point sits at m^2 = q Q0 up to rounding.

@@ -49,7 +49,7 @@ class CustomChannel(NewtonChannel):
 
     Parameters: L >= 1 integer; M >= 1 integer; g, jac (optional) and start
     (optional, keyword only) Numba functions as in the module docstring;
-    noise >= 0 (variance Delta); noise_at in {"output", "logit"}; name (str).
+    noise >= 0 (variance Delta); noise_at in {"output", "logit", "logit_goe"}; name (str).
     """
 
     def __init__(

@@ -3,7 +3,9 @@
 In u-coordinates (u = h / tau) component k = (a, b) of the loss
 l = 1/2 sum_{a<=b} (y_ab - h_ab)^2 reads c_k (y_k - u_k)^2 with
 c_k = tau_k^2 / 2 (1 on the diagonal, 1/2 off it), and the label noise has
-variance Delta / (2 c_k).  Per component (docs/theory.md derives it):
+u-variance v_k = Delta / (2 c_k) (noise on the outputs, or "logit": variance Delta on
+every y_ab) or v_k = Delta / 2 ("logit_goe": variance Delta on the diagonal entries,
+Delta/2 off it).  Per component (docs/theory.md derives it):
 
     uhat = (omega + 2 c V y) / (1 + 2 c V),   g_out = 2 c (y - omega)/(1 + 2 c V),
     d g_out / d omega = -2 c / (1 + 2 c V),
@@ -11,15 +13,16 @@ variance Delta / (2 c_k).  Per component (docs/theory.md derives it):
 and with E = Q0 - 2m + q,
 
     Vh = mh = 2 alpha sum_k 2 c_k / (1 + 2 c_k V)
-    qh = 2 alpha sum_k 4 c_k^2 (E + Delta/(2 c_k)) / (1 + 2 c_k V)^2
-    e_train = sum_k (2 c_k E + Delta) / (1 + 2 c_k V)^2,   e_test = sum_k 2 c_k E.
+    qh = 2 alpha sum_k 4 c_k^2 (E + v_k) / (1 + 2 c_k V)^2
+    e_train = sum_k 2 c_k (E + v_k) / (1 + 2 c_k V)^2,   e_test = sum_k 2 c_k E.
 
 Besides these closed forms the class offers the interface common to all
 channels (see :mod:`.base`): outputs are the M = K upper-triangle entries
 y_ab of h (output units, not u-units), l = 1/2 sum_{a<=b} (y_ab - h_ab)^2, its
 u-Hessian is diag(2 c_k) = diag(tau_k^2), and the prox is the closed form
-above with y_u = y / tau.  Noise on the logits and on the outputs are the same
-thing here (both add sqrt(Delta) xi_ab to each y_ab, a <= b).
+above with y_u = y / tau.  Noise on the outputs and "logit" noise are the same
+thing here (both add sqrt(Delta) xi_ab to each y_ab, a <= b); "logit_goe" adds
+sqrt(Delta) xi_aa and sqrt(Delta/2) xi_ab (a < b).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ import math
 import numpy as np
 
 from ..checks import check_choice, check_integer, check_nonnegative
-from .base import (NOISE_LOCATIONS, ChannelSE, ProxBatch, ZeroLossGeometry, as_2d, symmetric_h,
-                   variance_matrix)
+from .base import (NOISE_LOCATIONS, ChannelSE, ProxBatch, ZeroLossGeometry, as_2d,
+                   logit_noise_u_std, symmetric_h, variance_matrix)
 
 
 class LinearChannel:
@@ -52,6 +55,9 @@ class LinearChannel:
         self._ka, self._kb = iu
         self.c = np.where(iu[0] == iu[1], 1.0, 0.5)
         self.tau = np.sqrt(2.0 * self.c)
+        #: label-noise variance per u-coordinate, v_k
+        self.u_noise_var = (self.noise * logit_noise_u_std(self.noise_at, self.tau) ** 2
+                            if self.noise_at == "logit_goe" else self.noise / self.tau**2)
 
     @property
     def K(self) -> int:
@@ -70,41 +76,44 @@ class LinearChannel:
     # ------------------------------------------------------------ state evolution
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         """Closed-form channel expectations at overlaps (m, q, V)."""
-        c, D = self.c, self.noise
+        c, v = self.c, self.u_noise_var
         E = Q0 - 2.0 * m + q
         den = 1.0 + 2.0 * c * V
         Vh = 2.0 * alpha * float(np.sum(2.0 * c / den))
-        qh = 2.0 * alpha * float(np.sum(4.0 * c * c * (E + D / (2.0 * c)) / den**2))
-        e_train = float(np.sum((2.0 * c * E + D) / den**2))
+        qh = 2.0 * alpha * float(np.sum(4.0 * c * c * (E + v) / den**2))
+        e_train = float(np.sum(2.0 * c * (E + v) / den**2))
         e_test = float(np.sum(2.0 * c) * E)
         return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
 
     # ---------------------------------------------------------- Bayes-optimal
     def bayes_q_hat(self, V: float, Q0: float, alpha: float) -> float:
-        """qhat = 2 alpha sum_k 1/(V + Delta/tau_k^2): y_k/tau_k = u*_k + noise of variance
-        Delta/tau_k^2, so g_out = (y_k/tau_k - omega_k)/(V + Delta/tau_k^2) and
-        E g_out^2 = 1/(V + Delta/tau_k^2) (docs/theory.md "Bayes-optimal baseline")."""
+        """qhat = 2 alpha sum_k 1/(V + v_k): y_k/tau_k = u*_k + noise of variance
+        v_k (Delta/tau_k^2, or Delta/2 for "logit_goe"), so g_out = (y_k/tau_k - omega_k)/(V + v_k)
+        and E g_out^2 = 1/(V + v_k) (docs/theory.md "Bayes-optimal baseline")."""
         with np.errstate(divide="ignore"):
-            return 2.0 * alpha * float(np.sum(1.0 / (V + self.noise / self.tau**2)))
+            return 2.0 * alpha * float(np.sum(1.0 / (V + self.u_noise_var)))
 
     def posterior_batch(self, y: np.ndarray, omega: np.ndarray, V) -> ProxBatch:
-        """E[u* | y, omega] for u* ~ N(omega, V), y = tau u* + sqrt(Delta) xi:
-        g_out = (y/tau - omega)/(V + Delta/tau^2), d g_out/d omega = -1/(V + Delta/tau^2)."""
+        """E[u* | y, omega] for u* ~ N(omega, V), y = tau (u* + sqrt(v) xi):
+        g_out = (y/tau - omega)/(V + v), d g_out/d omega = -1/(V + v)."""
         Y = as_2d("y", y, self.K)
         Omega = as_2d("omega", omega, self.K)
         n = Y.shape[0]
         Vm = variance_matrix(V, n, self.K)
-        den = Vm + self.noise / self.tau**2
+        den = Vm + self.u_noise_var
         g = (Y / self.tau - Omega) / den
         trace = np.sum(Vm / den, axis=1)
         return ProxBatch(Omega + Vm * g, g, trace, np.zeros(n), np.zeros(n, dtype=bool), 0)
 
     def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
         """K equations per sample, label noise (variance ``noise``, default the
-        channel's Delta) of u-variance Delta / tau_k^2 each."""
+        channel's Delta) of u-variance v_k each (Delta / tau_k^2, or Delta/2 for
+        "logit_goe")."""
         noise = self.noise if noise is None else noise
-        return ZeroLossGeometry(self.K, noise * float(np.sum(1.0 / (2.0 * self.c))),
-                                "linear channel: K = L(L+1)/2 equations, noise Delta / tau_k^2 each")
+        per = (logit_noise_u_std(self.noise_at, self.tau) ** 2 if self.noise_at == "logit_goe"
+               else 1.0 / self.tau**2)
+        return ZeroLossGeometry(self.K, noise * float(np.sum(per)),
+                                "linear channel: K = L(L+1)/2 equations, noise v_k each")
 
     # ------------------------------------------------------------- finite size
     def population_error(self, S0: np.ndarray, S: np.ndarray) -> float:
@@ -129,15 +138,18 @@ class LinearChannel:
 
     @property
     def noise_dim(self) -> int:
-        """Standard normals per sample: K (output and logit noise coincide here)."""
+        """Standard normals per sample: K (one per output y_ab, a <= b)."""
         return self.K
 
     def labels_from_noise(self, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
-        """y_ab = h*_ab + sqrt(Delta) xi_ab, a <= b, from given normals xi (n, K)."""
+        """y_k = h*_k + tau_k sqrt(v_k) xi_k, a <= b, from given normals xi (n, K): noise of
+        variance Delta on every output ("output", "logit"), or Delta tau_k^2 / 2 ("logit_goe")."""
+        if self.noise_at == "logit_goe":
+            return self.outputs(H_star) + (self.tau * np.sqrt(self.u_noise_var)) * noise_std
         return self.outputs(H_star) + math.sqrt(self.noise) * noise_std
 
     def sample_labels(self, H_star: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """y_ab = h*_ab + sqrt(Delta) xi_ab, a <= b (either noise_at)."""
+        """Noisy labels of the pre-activations (noise model: :meth:`labels_from_noise`)."""
         return self.labels_from_noise(H_star, rng.standard_normal((np.shape(H_star)[0], self.K)))
 
     def loss_grad_hess(self, y: np.ndarray, u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:

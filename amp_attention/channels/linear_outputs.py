@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from .base import ChannelSE
+from .base import NOISE_LOCATIONS, ChannelSE, is_logit_noise, logit_noise_u_std
 
 
 def u_to_h_matrix(L: int) -> np.ndarray:
@@ -66,13 +66,13 @@ class LinearOutputChannel:
         B = (beta / L) * row_centring_matrix(L) @ u_to_h_matrix(L)
         if noise_at == "output":
             cov = noise * np.eye(L * L)
-        elif noise_at == "logit":
-            # Logit noise Delta per upper-triangle h entry is u-noise Delta/tau^2.
+        elif is_logit_noise(noise_at):
+            # logit noise in u-units: variance Delta/tau^2 ("logit") or Delta/2 ("logit_goe")
             T = u_to_h_matrix(L)
-            tau2 = np.sum(T * T, axis=0) / np.count_nonzero(T, axis=0)
-            cov = noise * B @ np.diag(1.0 / tau2) @ B.T
+            tau = np.sqrt(np.sum(T * T, axis=0) / np.count_nonzero(T, axis=0))
+            cov = noise * B @ np.diag(logit_noise_u_std(noise_at, tau) ** 2) @ B.T
         else:
-            raise ValueError(f"noise_at must be 'output' or 'logit', got {noise_at!r}")
+            raise ValueError(f"noise_at must be one of {NOISE_LOCATIONS}, got {noise_at!r}")
         return cls(B, cov, name="softmax-small-beta")
 
     @property

@@ -29,7 +29,8 @@ import numpy as np
 
 from .. import _channel_kernels as ck
 from ..checks import check_choice, check_integer, check_nonnegative, check_positive
-from .base import NOISE_LOCATIONS, ProxBatch, as_2d, symmetric_h, u_coordinates, variance_matrix
+from .base import (NOISE_LOCATIONS, ProxBatch, as_2d, is_logit_noise, logit_noise_u_std,
+                   symmetric_h, u_coordinates, variance_matrix)
 
 # Newton tolerance on ||grad F||_inf relative to the scale of its terms, and
 # the iteration cap per start (quadratic convergence needs far fewer).
@@ -98,7 +99,7 @@ class NewtonChannel:
     @property
     def noise_dim(self) -> int:
         """Standard normals per sample of the noise model: K (logit) or M (output)."""
-        return self.K if self.noise_at == "logit" else self.M
+        return self.K if is_logit_noise(self.noise_at) else self.M
 
     def labels_from_noise(self, H_star: np.ndarray, noise_std: np.ndarray) -> np.ndarray:
         """Labels from given standard normals (n, noise_dim) -- the one noise model,
@@ -106,12 +107,14 @@ class NewtonChannel:
 
         ``noise_at="output"``: y = g(h*) + sqrt(Delta) xi, xi ~ N(0, I_M);
         ``noise_at="logit"``: y = g(h* + sqrt(Delta) E), E symmetric with
-        E_ab = E_ba i.i.d. N(0, 1) for a <= b.
+        E_ab = E_ba i.i.d. N(0, 1) for a <= b;
+        ``noise_at="logit_goe"``: y = g(h* + sqrt(Delta/2) G), G GOE (G_aa ~ N(0, 2),
+        G_ab ~ N(0, 1)): i.i.d. N(0, Delta/2) on every u-coordinate.
         """
         H_star = self._check_H(H_star)
         s = math.sqrt(self.noise)
-        if self.noise_at == "logit":
-            E = self.h_from_u(noise_std / self._tau)
+        if is_logit_noise(self.noise_at):
+            E = self.h_from_u(noise_std * logit_noise_u_std(self.noise_at, self._tau))
             return self.outputs(H_star + s * E)
         return self.outputs(H_star) + s * noise_std
 

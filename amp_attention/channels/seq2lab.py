@@ -31,7 +31,7 @@ class Seq2LabChannel(BuiltinNewtonChannel):
 
     Arguments as :class:`~amp_attention.channels.softmax.SoftmaxChannel`:
     L >= 2 integer, beta > 0, noise (variance Delta) >= 0, noise_at in
-    {"output", "logit"}.
+    {"output", "logit", "logit_goe"}.
     """
 
     name = "seq2lab"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .base import ProxBatch, ZeroLossGeometry, as_2d, variance_matrix
+from .base import (ProxBatch, ZeroLossGeometry, as_2d, is_logit_noise, logit_noise_u_std,
+                   variance_matrix)
 from .newton import BuiltinNewtonChannel, softmax_rows
 
 
@@ -69,6 +70,12 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         w, vecs = np.linalg.eigh(P)
         return vecs[:, w > 0.5].T
 
+    def _u_noise_var(self) -> np.ndarray:
+        """Variance of the logit noise per u-coordinate (0 without noise)."""
+        if self.noise == 0:
+            return np.zeros(self.K)
+        return self.noise * logit_noise_u_std(self.noise_at, self._tau) ** 2
+
     def _no_bayes_closed_form(self) -> None:
         if self.noise > 0 and self.noise_at == "output":
             raise ValueError("noise: the Bayes-optimal output function of the softmax channel "
@@ -78,13 +85,14 @@ class SoftmaxChannel(BuiltinNewtonChannel):
 
     def bayes_q_hat(self, V: float, Q0: float, alpha: float) -> float:
         """Noiseless labels, or noise on the logits: y fixes A(u* + eps) exactly (A of
-        :meth:`_constrained_basis`; eps ~ N(0, D), D = diag(Delta/tau_k^2) the logit noise in
-        u-units, 0 without noise), a linear Gaussian observation of u* ~ N(omega, V I), so
+        :meth:`_constrained_basis`; eps ~ N(0, D), D = diag(Delta/tau_k^2) ("logit") or
+        (Delta/2) I ("logit_goe") the logit noise in u-units, 0 without noise), a linear
+        Gaussian observation of u* ~ N(omega, V I), so
         qhat = 2 alpha tr((V I + A D A^T)^{-1}) = 2 alpha (K - 1)/V without noise, for every
         beta (docs/theory.md "Bayes-optimal baseline")."""
         self._no_bayes_closed_form()
         A = self._constrained_basis()
-        M = V * np.eye(self.K - 1) + (A * (self.noise / self._tau**2)) @ A.T
+        M = V * np.eye(self.K - 1) + (A * self._u_noise_var()) @ A.T
         return 2.0 * alpha * float(np.trace(np.linalg.inv(M)))
 
     def consistent_u(self, y: np.ndarray) -> np.ndarray:
@@ -105,7 +113,7 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         n = Omega.shape[0]
         Vm = variance_matrix(V, n, self.K)
         A = self._constrained_basis()
-        D = self.noise / self._tau**2
+        D = self._u_noise_var()
         APA = np.einsum("ik,nk,jk->nij", A, Vm, A)
         M = APA + (A * D) @ A.T
         r = (self.consistent_u(y) - Omega) @ A.T
@@ -117,17 +125,18 @@ class SoftmaxChannel(BuiltinNewtonChannel):
     def zero_loss_geometry(self, noise: float | None = None) -> ZeroLossGeometry:
         """K - 1 equations per sample: h and h + c 11^T give the same rows.  The logit
         noise (variance ``noise``, default the channel's Delta), of u-variance
-        Delta / tau_k^2 per coordinate, is projected off the free direction
-        u = c / tau; with output noise the labels leave the range of the softmax
-        and no S fits them (ValueError)."""
+        Delta / tau_k^2 ("logit") or Delta / 2 ("logit_goe") per coordinate, is
+        projected off the free direction u = c / tau; with output noise the labels
+        leave the range of the softmax and no S fits them (ValueError)."""
         noise = self.noise if noise is None else noise
         if noise > 0 and self.noise_at == "output":
             raise ValueError("softmax with output noise: the labels lie outside the range of "
                              "the softmax, so no S fits them exactly (no interpolation); use "
-                             "--noise-at logit")
-        inv = 1.0 / self._tau**2
-        nvec = np.sqrt(inv)
+                             "--noise-at logit or logit_goe")
+        at = self.noise_at if is_logit_noise(self.noise_at) else "logit"
+        var = logit_noise_u_std(at, self._tau) ** 2
+        nvec = 1.0 / self._tau
         P = np.eye(self.K) - np.outer(nvec, nvec) / float(nvec @ nvec)
-        return ZeroLossGeometry(self.K - 1, noise * float(np.trace(P @ np.diag(inv))),
+        return ZeroLossGeometry(self.K - 1, noise * float(np.trace(P @ np.diag(var))),
                                 "softmax: K - 1 equations (h + c 11^T gives the same rows), "
                                 "logit noise projected off the free direction")

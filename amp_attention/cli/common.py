@@ -12,6 +12,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..channels.base import NOISE_LOCATIONS
 from ..files import atomic_write_csv
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
@@ -223,9 +224,12 @@ def problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
     g.add_argument("--noise", type=float, default=0.0, metavar="DELTA",
                    help="label-noise variance Delta, added to every output entry "
                         "(default: 0)")
-    g.add_argument("--noise-at", choices=("output", "logit"), default="output",
-                   help="where the noise enters: on the outputs or on the pre-activations h "
-                        "(identical for the linear channel) (default: output)")
+    g.add_argument("--noise-at", choices=NOISE_LOCATIONS, default="output",
+                   help="where the noise enters: 'output' adds it to every output entry; "
+                        "'logit' to the pre-activations h, variance Delta on every h_ab "
+                        "(the same as 'output' for the linear channel); 'logit_goe' to h as "
+                        "sqrt(Delta/2) x GOE, variance Delta on h_aa and Delta/2 on h_ab "
+                        "(a != b): the paper's model (arXiv 2509.24914) (default: output)")
     g.add_argument("--target", choices=("wishart", "powerlaw", "spiked"), default="wishart",
                    help="target S0: wishart S0 = W0^T W0/sqrt(p0 d), W0 in R^{p0 x d} "
                         "i.i.d. N(0,1); powerlaw S0 = O diag(s) O^T, s_k = c k^-gamma for "
