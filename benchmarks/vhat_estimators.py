@@ -4,7 +4,7 @@
 At overlaps (m, q, V) of a softmax channel the script evaluates, on the same RQMC
 points (2^log2n per replica, 8 replicas; mean +- replica standard error):
 
-  hessian     2 alpha E[tr(I - (I + V H)^-1)] / V           (the engine's form today)
+  hessian     2 alpha E[tr(I - (I + V H)^-1)] / V           (the smooth part only)
   ibp         -2 alpha E[g_out . (Q0 omega - m u*)] / (Q0 q - m^2)  (integration by parts)
   fd          -2 alpha sum_k d/d omega_k E[g_out,k], central differences, eps = 0.05 sqrt q
   antithetic  pairs omega = c +- s eta with the centred control variate (theta = 0.25)

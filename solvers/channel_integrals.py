@@ -1,20 +1,41 @@
 """Channel-side expectations of the SE by randomised quasi-Monte Carlo (docs/theory.md "Channel
-side").
+side" and "V_hat where the prox minimiser jumps").
 
 For overlaps (m, q, V) the K-dimensional Gaussian channel is
 
-    omega ~ N(0, q I_K),  u* = (m/q) omega + sqrt(Q0 - m^2/q) z,  z ~ N(0, I_K),
+    u* ~ N(0, Q0 I_K),  omega | u* ~ N((m/Q0) u*, c I_K),  c = q - m^2/Q0,
     y = labels of h* = tau o u* (noise on the outputs or on the logits),
     uhat = prox(y, omega, V),  g_out = (uhat - omega)/V,
 
-and the conjugates and errors are expectations over (omega, z, noise):
+and the conjugates and errors are expectations over (u*, omega, noise):
 
-    Vh = 2 alpha E[tr(I - (I + V H)^-1)] / V,   qh = 2 alpha E ||g_out||^2,
+    Vh = -2 alpha E[tr d g_out / d omega],     qh = 2 alpha E ||g_out||^2,
     mh = 2 alpha E[g_out . (u* - (m/q) omega)] / (Q0 - m^2/q),
     e_train = E sum (y - g(h(uhat)))^2,  e_test = E ||g(h(u*)) - g(h(omega))||^2,
-    loss per sample = e_train / 2.
+    e_test_noisy = E ||y - g(h(omega))||^2,  loss per sample = e_train / 2.
 
-The standard normals (omega/sqrt q, z, noise) are drawn ONCE from scrambled
+Every RQMC point gives a pair of samples that share u* and the noise,
+
+    omega_+- = centre +- s eta,   centre = (m/Q0) u* + sqrt((1 - theta) c) eta0,
+    s^2 = theta c,
+
+each an exact sample of omega | u* (theta = THETA); all averages use both.  The
+prox minimiser is a global minimiser of a non-convex problem and jumps where two
+local minima exchange (small lam, large V), so Vh is estimated by Gaussian
+integration by parts in eta, which counts the jumps, with a zero-mean control
+variate built at the eta-independent centre:
+
+    tr d g_out/d omega  ~  (g(omega_+) - g(omega_-)) . eta / (2 s)
+                           - (eta^T A_c eta - tr A_c),
+    A_c = ((I + V H(uhat_c))^-1 - I) / V  (prox Jacobian at the centre; isotropic
+    -tr/(V K) I where the channel has no Hessian batch).
+
+The Hessian trace 2 alpha E[tr(I - (I + V H)^-1)]/V counts only the smooth part
+of the derivative; it is used where c = 0 (omega determined by u*: nothing jumps
+in a direction the data do not explore); both forms of the last evaluation are kept
+per replica in ``MonteCarloChannel.last_vhat_forms``.
+
+The standard normals (u*/sqrt Q0, eta, eta0, noise) are drawn ONCE from scrambled
 Sobol sequences -- common random numbers across SE iterations, so that the SE
 map (m, q, V) -> hats is a deterministic, smooth function and a fixed point
 exists -- in ``replicas`` independent scramblings; the spread over replicas gives
@@ -32,22 +53,31 @@ import numpy as np
 from scipy.special import ndtri
 
 from amp_attention._channel_kernels import stein_traces
-from amp_attention.channels.base import ChannelSE, overlap_split, stein_available
+from amp_attention.channels.base import ChannelSE, optional_member, overlap_split, stein_available
 
-SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample")
+SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample",
+             "test_error_noisy")
 
 
 @dataclass(frozen=True)
 class GaussianDraws:
-    """Standard normal draws per replica: omega (R, N, K), z (R, N, K), noise (R, N, P)."""
+    """Standard normal draws per replica and RQMC point: ustar (R, N, K) for u*/sqrt(Q0),
+    eta (R, N, K) the antithetic direction, eta0 (R, N, K) the centre's spread, noise
+    (R, N, P)."""
 
-    omega: np.ndarray
-    z: np.ndarray
+    ustar: np.ndarray
+    eta: np.ndarray
+    eta0: np.ndarray
     noise: np.ndarray
 
     @property
     def replicas(self) -> int:
-        return self.omega.shape[0]
+        return self.ustar.shape[0]
+
+    def prefix(self, n: int) -> "GaussianDraws":
+        """The first n points of every replica."""
+        return GaussianDraws(self.ustar[:, :n], self.eta[:, :n], self.eta0[:, :n],
+                             self.noise[:, :n])
 
 
 def sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray:
@@ -71,15 +101,15 @@ SOBOL_MAX_DIM = 21201
 
 def check_draw_size(channel, log2_n: int, replicas: int) -> None:
     """Refuse, naming L, channel integrals whose Gaussian draws do not exist or do not fit:
-    2K + noise_dim Sobol coordinates per point (K = L(L+1)/2), held as
+    3K + noise_dim Sobol coordinates per point (K = L(L+1)/2), held as
     replicas x 2^log2_n x dim doubles."""
     from amp_attention.resources import gib, memory_shortfall
 
-    dim = 2 * channel.K + channel.noise_dim
+    dim = DRAWS_PER_K * channel.K + channel.noise_dim
     L = channel.L
     if dim > SOBOL_MAX_DIM:
         raise ValueError(f"L is too large for the Monte-Carlo channel integrals of the "
-                         f"{channel.name} channel: L = {L} needs 2K + {channel.noise_dim} = "
+                         f"{channel.name} channel: L = {L} needs 3K + {channel.noise_dim} = "
                          f"{dim} Sobol coordinates per point (K = L(L+1)/2), more than the "
                          f"{SOBOL_MAX_DIM} of scipy's Sobol sequence")
     need = 8 * replicas * 2**log2_n * dim
@@ -90,9 +120,45 @@ def check_draw_size(channel, log2_n: int, replicas: int) -> None:
                          "lower L, the points (log2_n) or the replicas")
 
 
+#: Gaussian coordinates per u-coordinate and point: u*, eta, eta0
+DRAWS_PER_K = 3
+
+#: how V_hat is estimated (MonteCarloChannel.vhat_form)
+VHAT_FORMS = ("by_parts", "hessian")
+
+
 def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int) -> GaussianDraws:
-    g = sobol_normals(2 * K + noise_dim, log2_n, replicas, seed)
-    return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:])
+    g = sobol_normals(DRAWS_PER_K * K + noise_dim, log2_n, replicas, seed)
+    return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:3 * K], g[..., 3 * K:])
+
+
+@dataclass(frozen=True)
+class PairedSamples:
+    """The samples of one replica at overlaps (m, q): u* and omega (2N, K) -- the N
+    points' omega_+ rows, then their omega_- rows --, the centres (N, K), s and eta."""
+
+    ustar: np.ndarray
+    omega: np.ndarray
+    centre: np.ndarray
+    s: float
+    eta: np.ndarray
+
+    @property
+    def n_points(self) -> int:
+        return self.centre.shape[0]
+
+
+def paired_samples(draws: GaussianDraws, r: int, m: float, q: float, Q0: float,
+                   theta: float) -> PairedSamples:
+    """u* = sqrt(Q0) zeta, omega_+- = (m/Q0) u* + sqrt((1 - theta) c) eta0 +- sqrt(theta c) eta
+    with c = q - m^2/Q0: each (u*, omega_+-) has covariance [[Q0, m], [m, q]]."""
+    c = max(q - m * m / Q0, 0.0) if Q0 > 0 else q
+    ustar = math.sqrt(Q0) * draws.ustar[r]
+    centre = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt((1.0 - theta) * c) * draws.eta0[r]
+    s = math.sqrt(theta * c)
+    eta = draws.eta[r]
+    omega = np.concatenate([centre + s * eta, centre - s * eta])
+    return PairedSamples(np.concatenate([ustar, ustar]), omega, centre, s, eta)
 
 
 class MonteCarloChannel:
@@ -116,9 +182,15 @@ class MonteCarloChannel:
     minima (large beta and V) the guard triggers.
     """
 
-    def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
-                 draws: GaussianDraws | None = None, warm_start: bool = False):
+    def __init__(self, channel, *, log2_n: int = 13, replicas: int = 8, seed: int = 0,
+                 draws: GaussianDraws | None = None, warm_start: bool = False,
+                 vhat_form: str = "by_parts"):
         self.channel = channel
+        if vhat_form not in VHAT_FORMS:
+            raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
+        #: "by_parts" (default; counts the jumps of the prox minimiser) or "hessian" (the
+        #: smooth part only: what the engine computed before, kept for comparisons)
+        self.vhat_form = vhat_form
         if draws is None:
             check_draw_size(channel, log2_n, replicas)
         self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
@@ -137,10 +209,19 @@ class MonteCarloChannel:
         self.n_stein = 0
         self.n_stein_rejected = 0
         self._ends: list = [None] * self.draws.replicas
+        self._centre_ends: list = [None] * self.draws.replicas
+        #: per replica (rows) the two V_hat forms of the last evaluation: integration by
+        #: parts (used) and the Hessian trace (smooth part only), columns in that order
+        self.last_vhat_forms = np.empty((0, 2))
+
+    #: share of c = Var(omega | u*) carried by the antithetic direction (the rest is the
+    #: centre's spread): smaller theta lowers the variance of the smooth part of the
+    #: V_hat estimator, larger theta that of its jump part (docs/theory.md section 16.2)
+    THETA = 0.25
 
     @property
     def log2_n(self) -> int:
-        return int(self.draws.omega.shape[1]).bit_length() - 1
+        return int(self.draws.ustar.shape[1]).bit_length() - 1
 
     def prefix(self, log2_n: int) -> "MonteCarloChannel":
         """The same channel on the first 2**log2_n points of every replica.
@@ -149,10 +230,8 @@ class MonteCarloChannel:
         (0, k, s)-net, so the coarse integrals are a valid RQMC estimate whose
         points are a subset of the fine ones (used by the two-level SE solve).
         """
-        n = 2**int(log2_n)
-        d = self.draws
-        return MonteCarloChannel(self.channel, draws=GaussianDraws(
-            d.omega[:, :n], d.z[:, :n], d.noise[:, :n]), warm_start=self.warm_start)
+        return MonteCarloChannel(self.channel, draws=self.draws.prefix(2**int(log2_n)),
+                                 warm_start=self.warm_start, vhat_form=self.vhat_form)
 
     def _stein_terms(self, y, uhat, ustar, V: float) -> np.ndarray:
         """Per-sample tr[(I + V H)^-1 J(uhat)^T J(u*)]: the Stein form of g_out . z / sqrt(rest).
@@ -212,13 +291,43 @@ class MonteCarloChannel:
         on the same draws as :meth:`se` (common random numbers: smooth in m, q)."""
         if not (q > 0 and math.isfinite(q)):
             raise ValueError(f"test_error_at needs q > 0, got q={q!r}")
-        slope, rest = overlap_split(m, q, Q0)
+        overlap_split(m, q, Q0)  # the overlaps' constraint, named
         vals = []
         for r in range(self.draws.replicas):
-            omega = math.sqrt(q) * self.draws.omega[r]
-            ustar = slope * omega + math.sqrt(rest) * self.draws.z[r]
-            vals.append(np.mean(self.channel.test_terms(ustar, omega)))
+            smp = paired_samples(self.draws, r, m, q, Q0, self.THETA)
+            vals.append(np.mean(self.channel.test_terms(smp.ustar, smp.omega)))
         return float(np.mean(vals))
+
+    def _centre_jacobian_cv(self, r: int, y: np.ndarray, smp: PairedSamples,
+                            V: float) -> np.ndarray:
+        """Per point eta^T A_c eta - tr A_c, A_c the prox Jacobian d g_out/d omega at the
+        centre: zero mean (A_c does not depend on eta), close to the integration-by-parts
+        term where g_out is smooth.  The centre's minimiser need not be the global one
+        (any eta-independent A_c keeps the estimator exact), so its Newton runs restart
+        from the previous evaluation's end points without a guard."""
+        ch = self.channel
+        ends = self._centre_ends[r] if self.warm_start else None
+        pc = ch.prox_batch(y, smp.centre, V) if ends is None else \
+            ch.prox_batch(y, smp.centre, V, warm_from=ends)
+        self._centre_ends[r] = pc.ends if self.warm_start else None
+        eta, K = smp.eta, ch.K
+        hess = optional_member(ch, "hessian_batch")
+        if hess is None:
+            # isotropic: A_c ~ -(tr(I - (I + V H)^-1)/V) I / K
+            a = -np.asarray(pc.trace_term, dtype=np.float64) / (V * K)
+            return a * (np.einsum("ni,ni->n", eta, eta) - K)
+        H = np.ascontiguousarray(hess(y, pc.uhat), dtype=np.float64)
+        eye = np.eye(K)
+        A = (np.linalg.inv(eye + V * H) - eye) / V
+        return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
+
+    def _vhat_by_parts(self, r: int, y: np.ndarray, smp: PairedSamples, g: np.ndarray,
+                       alpha: float, V: float) -> float:
+        """-2 alpha E[tr d g_out/d omega] by integration by parts over the pairs (module
+        docstring), which counts the jumps of the prox minimiser."""
+        n = smp.n_points
+        X = np.einsum("ni,ni->n", g[:n] - g[n:], smp.eta) / (2.0 * smp.s)
+        return -2.0 * alpha * float(np.mean(X - self._centre_jacobian_cv(r, y, smp, V)))
 
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
@@ -229,25 +338,37 @@ class MonteCarloChannel:
             # The solver, the result assembly and the error propagation all ask
             # for the map at the final point: compute it once.
             self.last_stderr, self.last_replicas = dict(self._cache[2]), self._cache[3]
+            self.last_vhat_forms = self._cache[4]
             return self._cache[1]
         V_eff = max(V, self.V_MIN)
         ch = self.channel
         per = np.empty((self.draws.replicas, len(SE_FIELDS)))
         mh_stein = np.empty(self.draws.replicas)
+        forms = np.empty((self.draws.replicas, 2))
         for r in range(self.draws.replicas):
-            omega = math.sqrt(q) * self.draws.omega[r]
-            ustar = slope * omega + math.sqrt(rest) * self.draws.z[r]
-            y = ch.labels_from_noise(ch.h_from_u(ustar), self.draws.noise[r])
+            smp = paired_samples(self.draws, r, m, q, Q0, self.THETA)
+            ustar, omega = smp.ustar, smp.omega
+            y1 = ch.labels_from_noise(ch.h_from_u(ustar[:smp.n_points]), self.draws.noise[r])
+            y = np.concatenate([y1, y1])
             px = self._prox(r, y, omega, V_eff)
             self.n_failed += int(px.n_failed)
             self.n_evaluated += omega.shape[0]
             g = px.g_out
             mh = 2 * alpha * np.mean(np.sum(g * (ustar - slope * omega), axis=1)) / rest if rest > 0 else 0.0
             qh = 2 * alpha * np.mean(np.sum(g * g, axis=1))
-            Vh = 2 * alpha * np.mean(px.trace_term) / V_eff
+            Vh_hess = 2 * alpha * np.mean(px.trace_term) / V_eff
+            # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
+            # parts in; the smooth part is then the whole derivative
+            by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
+            Vh = self._vhat_by_parts(r, y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
+            forms[r] = (Vh, Vh_hess)
             train = np.mean(ch.train_terms(y, px.uhat))
             test = np.mean(ch.test_terms(ustar, omega))
-            per[r] = (mh, qh, Vh, train, test, 0.5 * train)
+            # a fresh sample's noisy label against the prediction (omega_+ and omega_-
+            # share the label: each is an independent fresh sample's student field)
+            resid = y - ch.outputs(ch.h_from_u(omega))
+            test_noisy = np.mean(np.sum(resid * resid, axis=1))
+            per[r] = (mh, qh, Vh, train, test, 0.5 * train, test_noisy)
             if self.stein and rest > 0:
                 mh_stein[r] = 2 * alpha * np.mean(self._stein_terms(y, px.uhat, ustar, V_eff))
         if self.stein and rest > 0:
@@ -266,6 +387,7 @@ class MonteCarloChannel:
         err = per.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
         self.last_stderr = dict(zip(SE_FIELDS, (float(e) for e in err)))
         self.last_replicas = per
+        self.last_vhat_forms = forms
         out = ChannelSE(*(float(v) for v in mean))
-        self._cache = (key, out, dict(self.last_stderr), per)
+        self._cache = (key, out, dict(self.last_stderr), per, forms)
         return out

@@ -92,6 +92,13 @@ class ThresholdResult(Result):
     residual: float = 0.0
 
 
+#: smallest noise energy per equation, relative to Q0, that the interpolation equation
+#: resolves: sigma^2 delta_0 - E_0 is a difference of O(Q0) integrals with a floor of
+#: ~1e-14 (measured at kappa0 = 0.4-2), 1 % of this resolution; below it roots of the
+#: floor were returned (Delta = 1e-16 gave 0.05 for 0.16)
+NOISE_RESOLUTION = 1e-12
+
+
 def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
     """(delta, E) of Shat = relu(S0 + sigma Z - threshold) (top kappa d), mh = Vh = 1."""
     den = NuclearNormPSD(0.5 * threshold, problem.learner.kappa)
@@ -125,6 +132,17 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
                                status=Status.CONVERGED,
                                message="noiseless labels: S0 interpolates at every alpha")
 
+    Q0 = target_measure(problem.target).moment(2)
+    if N / r < NOISE_RESOLUTION * Q0:
+        # sigma^2 delta_0 - E_0 is a difference of O(Q0) integrals: a noise energy below
+        # their rounding error has no resolvable root
+        return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method,
+                               success=False, status=Status.FAILED,
+                               message=f"noise energy per equation N/r = {N / r:.3g} is below "
+                                       f"the resolution {NOISE_RESOLUTION:g} Q0 of the limit "
+                                       "equation; the threshold approaches its Delta -> 0+ "
+                                       "value like Delta^(1/3)")
+
     def F(sigma: float) -> float:
         delta, E = _projection_stats(problem, sigma)
         return (sigma * sigma * delta - E) - N / r
@@ -136,8 +154,13 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
             return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method,
                                    success=False, status=Status.FAILED,
                                    message="no root of the limit equation below sigma = 1e14")
-    if F(lo) >= 0:
-        lo = 1e-8
+    while F(lo) >= 0:
+        lo *= 0.1  # F -> -N/r < 0 as sigma -> 0: a small noise has its root near 0
+        if lo < 1e-12:
+            return ThresholdResult("interpolation", math.nan, math.nan, 0.0, r, N, method,
+                                   success=False, status=Status.FAILED,
+                                   message="no sign change of the limit equation above "
+                                           "sigma = 1e-12 (noise energy too small to resolve)")
     sigma = brentq(F, lo, hi, xtol=1e-13, rtol=1e-12, maxiter=200)
     delta, E = _projection_stats(problem, sigma)
     residual = abs(sigma * sigma * delta - E - N / r)

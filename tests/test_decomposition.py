@@ -111,7 +111,8 @@ def test_a_target_without_separated_modes_has_nothing_recovered():
 def test_softmax_reports_the_test_error_mismatch():
     from amp_attention.solvers.state_evolution import MonteCarloOptions, StateEvolution
 
-    mc = MonteCarloOptions(10, 2)
+    # one level (coarse_log2_n = log2_n): the fixed point to tol 1e-10 on these very draws
+    mc = MonteCarloOptions(10, 2, coarse_log2_n=10)
     p = Problem(Task("softmax", L=2, beta=1.0, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.3),
                 alpha=0.5)
     r = solve_state_evolution(p, mc=mc, start="informative")

@@ -122,3 +122,23 @@ def test_noiseless_and_elementwise_cases():
     assert math.isinf(interpolation_threshold(_p(noise=0.0)).alpha)
     el = interpolation_threshold(_p("linear", 2, 0.5, parameterisation="elementwise"))
     assert el.alpha == pytest.approx(1 / 6) and "parameter count" in el.method
+
+
+def test_interpolation_noise_below_resolution_is_reported() -> None:
+    """Delta = 1e-16 (N/r below the floor of the limit equation's O(Q0) integrals): a
+    FAILED result saying why, not a root of the floor (it returned 0.05 for 0.16
+    before); Delta = 1e-9 and 8e-9 resolve, and their Richardson extrapolation in
+    Delta^(1/3) is the Delta -> 0+ value (1 + 2 kappa - kappa^2)/8 of the softmax L = 2
+    with kappa0 < 1 (the authors' interpolation.csv, first row) within 1e-6."""
+    kappa0 = 0.6
+
+    def at(noise: float):
+        p = Problem(Task("softmax", L=2, noise=noise, noise_at="logit_goe"),
+                    WishartTarget(kappa0), Learner(1.0, 0.01), alpha=0.1)
+        return interpolation_threshold(p)
+
+    tiny = at(1e-16)
+    assert not tiny.success and math.isnan(tiny.alpha) and "resolution" in tiny.message
+    a1, a2 = at(1e-9), at(8e-9)
+    assert a1.success and a2.success
+    assert abs(2 * a1.alpha - a2.alpha - (1 + 2 * kappa0 - kappa0**2) / 8) < 1e-6

@@ -65,7 +65,11 @@ def test_state_evolution_of_a_user_channel_matches_the_closed_form(problems):
     for name in ("m", "q", "V", "train_error", "test_error"):
         err = got.mc_stderr[name]
         assert 0 < err < 0.02 * abs(getattr(ref, name))   # not vacuous: 2 % at most
-        assert abs(getattr(got, name) - getattr(ref, name)) <= 4 * err, name
+        # 4 standard errors of the seed-to-seed spread, which is 1.5 times the reported
+        # replica error here (16 RQMC seeds at the fixed point's overlaps: the z-scores of
+        # the hats against the closed form have mean -0.2 and standard deviation 1.5;
+        # 8 replicas estimate a standard error only to ~25 %)
+        assert abs(getattr(got, name) - getattr(ref, name)) <= 4 * 1.5 * err, name
 
 
 def test_erm_gamp_and_adam_on_data_reproduce_the_builtin_channel(problems):

@@ -115,7 +115,9 @@ class ChannelSE:
     m_hat, q_hat, V_hat: conjugate order parameters (docs/theory.md "Channel side");
     train_error: E sum over output entries (y - yhat)^2 at the prox point;
     test_error: E ||g(h(S0)) - g(h(Shat))||^2 on a fresh sample (clean);
-    loss_per_sample: E[l(y, uhat)] (channel part of R/n).
+    loss_per_sample: E[l(y, uhat)] (channel part of R/n);
+    test_error_noisy: E ||y - g(h(Shat))||^2 on a fresh sample with its noisy label
+    (test_error + Delta M for output noise; NaN where a channel does not provide it).
     """
 
     m_hat: float
@@ -124,6 +126,7 @@ class ChannelSE:
     train_error: float
     test_error: float
     loss_per_sample: float
+    test_error_noisy: float = float("nan")
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,8 @@ class LinearChannel:
         qh = 2.0 * alpha * float(np.sum(4.0 * c * c * (E + v) / den**2))
         e_train = float(np.sum(2.0 * c * (E + v) / den**2))
         e_test = float(np.sum(2.0 * c) * E)
-        return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
+        return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train,
+                         e_test + float(np.sum(2.0 * c * v)))
 
     # ---------------------------------------------------------- Bayes-optimal
     def bayes_q_hat(self, V: float, Q0: float, alpha: float) -> float:

@@ -94,4 +94,4 @@ class LinearOutputChannel:
         qh = 2.0 * alpha * float(np.trace(MV @ B.T @ C @ B @ MV))
         e_train = float(np.trace(NV @ C @ NV))
         e_test = E * float(np.trace(BtB))
-        return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train)
+        return ChannelSE(Vh, qh, Vh, e_train, e_test, 0.5 * e_train, e_test + float(np.trace(S)))

@@ -1,0 +1,121 @@
+"""The conventions of arXiv 2509.24914 and its authors' code (docs/theory.md section 16).
+
+The authors' state evolution (public repository PenombraET/ExtensiveAttention) writes
+the same model in other units.  This module holds the map once:
+
+* their problem -> :class:`~amp_attention.spec.Problem`: softmax on ``T`` tokens,
+  Wishart target of ratio ``kappa`` (Q0 = 1 + kappa), logit noise ``noise_in`` as
+  ``noise_at="logit_goe"`` (variance noise_in on h_aa, noise_in/2 on h_ab), or output
+  noise ``noise_out``; their loss sum_ab (y_ab - yhat_ab)^2 has no 1/2 and their
+  penalty is ``lreg d Tr S``, so the engine's ``lam = lreg / 2``;
+* their columns <- the engine's fields: ``sigma = V/2``, ``q_hat = 4 q_hat``,
+  ``m_hat = 2 m_hat``, ``sigma_hat = 2 V_hat``, ``MSE = matrix_mse``, ``test`` the
+  test error against a fresh noisy label (``test_error_noisy``), ``train`` the
+  objective per d^2, (sum_mu l_mu + lreg d Tr S)/d^2 = 2 alpha R/n = 2 alpha ``loss``;
+* their sample-ratio axis alpha_bar = alpha (K - 1), K = T(T+1)/2 (the equations per
+  sample once the softmax's row shift is removed).
+
+The factors follow from the two prox objectives: theirs, ||u - z||^2/(2 sigma) +
+||y - g||^2, is twice ours, ||u - omega||^2/(2V) + (1/2)||y - g||^2, with V = 2 sigma;
+their g = (prox - z)/sigma is then twice ours, hence q_hat x 4, m_hat and sigma_hat x 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .spec import Learner, Problem, Task, WishartTarget
+
+#: engine field -> (authors' column, factor): column = factor x field
+COLUMN_MAP: dict[str, tuple[str, float]] = {
+    "q": ("q", 1.0),
+    "m": ("m", 1.0),
+    "V": ("sigma", 0.5),
+    "q_hat": ("q_hat", 4.0),
+    "m_hat": ("m_hat", 2.0),
+    "V_hat": ("sigma_hat", 2.0),
+    "matrix_mse": ("MSE", 1.0),
+    "test_error_noisy": ("test", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class PaperSetting:
+    """One of the authors' SE settings: alpha, lreg (their lambda), kappa (target width,
+    kappa0 here), noise_in (logit noise Delta), noise_out, T tokens, beta (student and
+    teacher; the authors' code allows betastar != beta, the engine has one beta)."""
+
+    alpha: float
+    lreg: float
+    kappa: float = 0.5
+    noise_in: float = 0.5
+    noise_out: float = 0.0
+    T: int = 2
+    beta: float = 1.0
+    kappa_student: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.noise_in > 0 and self.noise_out > 0:
+            raise ValueError("noise_in and noise_out: the engine has one noise model per task; "
+                             "the authors' tables use one of them")
+
+    def problem(self) -> Problem:
+        """The engine's problem: lam = lreg / 2, logit_goe noise (or output noise)."""
+        noise, at = ((self.noise_in, "logit_goe") if self.noise_in > 0 or self.noise_out == 0
+                     else (self.noise_out, "output"))
+        return Problem(Task("softmax", L=self.T, beta=self.beta, noise=noise, noise_at=at),
+                       WishartTarget(self.kappa),
+                       Learner(kappa=self.kappa_student, lam=self.lreg / 2.0),
+                       alpha=self.alpha)
+
+
+def alpha_bar(alpha: float, T: int) -> float:
+    """The paper's axis alpha_bar = alpha (K - 1), K = T(T+1)/2."""
+    return alpha * (T * (T + 1) // 2 - 1)
+
+
+def to_paper_columns(result: Any, alpha: float) -> dict[str, float]:
+    """The authors' SE columns from an engine result (an SEResult or its to_dict()):
+    q, m, sigma, q_hat, m_hat, sigma_hat, MSE, test and train (COLUMN_MAP, train =
+    2 alpha loss)."""
+    get = (result.get if isinstance(result, Mapping) else lambda k: getattr(result, k))
+    out = {col: factor * float(get(field)) for field, (col, factor) in COLUMN_MAP.items()}
+    out["train"] = 2.0 * alpha * float(get("loss"))
+    return out
+
+
+def from_paper_hats(row: Mapping[str, float]) -> tuple[float, float, float]:
+    """The engine's (m_hat, q_hat, V_hat) from a row's (m_hat, q_hat, sigma_hat)."""
+    return (float(row["m_hat"]) / COLUMN_MAP["m_hat"][1],
+            float(row["q_hat"]) / COLUMN_MAP["q_hat"][1],
+            float(row["sigma_hat"]) / COLUMN_MAP["V_hat"][1])
+
+
+_NAME = re.compile(r"kappa_(?P<kappa>[0-9.e+-]+?)_lreg_(?P<lreg>[0-9.e+-]+?)_noise_(?P<noise>[0-9.e+-]+?)\.csv$")
+
+
+def setting_from_filename(name: str) -> dict[str, float]:
+    """kappa, lreg and noise (noise_in) from an SE file name such as
+    ``SE_kappa_0.5_lreg_0.01_noise_0.5.csv``."""
+    m = _NAME.search(Path(name).name)
+    if m is None:
+        raise ValueError(f"not an SE table name (..._kappa_K_lreg_L_noise_N.csv): {name!r}")
+    return {k: float(v) for k, v in m.groupdict().items()}
+
+
+def read_table(path: str | Path) -> list[dict[str, float]]:
+    """The rows of one of the authors' CSV tables (with a header), as floats."""
+    with open(path, newline="") as fh:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+def relative_deviation(engine: float, paper: float) -> float:
+    """|engine - paper| / |paper| (inf where paper is 0 and engine is not)."""
+    if paper == 0:
+        return 0.0 if engine == 0 else math.inf
+    return abs(engine - paper) / abs(paper)
