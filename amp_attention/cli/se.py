@@ -39,6 +39,7 @@ SE_FIELD_HELP = {
     "V_hat": "conjugate of V",
     "train_error": "(1/n) sum ||y - yhat||^2",
     "test_error": "E||g(h(S0)) - g(h(Shat))||^2, clean",
+    "test_error_noisy": "E||y - g(h(Shat))||^2 against a fresh noisy label",
     "matrix_mse": "||Shat - S0||_F^2 / d = Q0 - 2m + q",
     "loss": "R/n at the minimiser",
     "rank_fraction": "fraction of nonzero eigenvalues of Shat",
