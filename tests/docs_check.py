@@ -1,5 +1,5 @@
-"""Docs check: every command and Python example of README.md, docs/user_guide.md and
-docs/cli.md, and every worked example of ``--help``, run verbatim.
+"""Docs check: every command and Python example of README.md, docs/user_guide.md,
+docs/cli.md and docs/paper.md, and every worked example of ``--help``, run verbatim.
 
     python tests/docs_check.py [--only README.md] [--list] [--json FILE]
 
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/user_guide.md", "docs/cli.md")
+DOCS = ("README.md", "docs/user_guide.md", "docs/cli.md", "docs/paper.md")
 PLACEHOLDER = re.compile(r"[\[\]{}<>]|\.\.\.")
 
 
