@@ -209,7 +209,6 @@ class MonteCarloChannel:
         self.n_stein = 0
         self.n_stein_rejected = 0
         self._ends: list = [None] * self.draws.replicas
-        self._centre_ends: list = [None] * self.draws.replicas
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
@@ -298,25 +297,23 @@ class MonteCarloChannel:
             vals.append(np.mean(self.channel.test_terms(smp.ustar, smp.omega)))
         return float(np.mean(vals))
 
-    def _centre_jacobian_cv(self, r: int, y: np.ndarray, smp: PairedSamples,
-                            V: float) -> np.ndarray:
-        """Per point eta^T A_c eta - tr A_c, A_c the prox Jacobian d g_out/d omega at the
-        centre: zero mean (A_c does not depend on eta), close to the integration-by-parts
-        term where g_out is smooth.  The centre's minimiser need not be the global one
-        (any eta-independent A_c keeps the estimator exact), so its Newton runs restart
-        from the previous evaluation's end points without a guard."""
+    def _centre_jacobian_cv(self, y: np.ndarray, smp: PairedSamples, V: float) -> np.ndarray:
+        """Per point eta^T A_c eta - tr A_c, A_c = ((I + V H)^-1 - I)/V the prox Jacobian at
+        the centre: zero mean (A_c does not depend on eta), close to the integration-by-
+        parts term where g_out is smooth.  Any eta-independent A_c keeps the estimator
+        exact, so the centre needs no global minimisation: one Newton run from the centre
+        itself (the prox's run from omega).  It must not depend on earlier evaluations
+        either (no warm start): the SE map stays a function of (m, q, V) alone."""
         ch = self.channel
-        ends = self._centre_ends[r] if self.warm_start else None
-        pc = ch.prox_batch(y, smp.centre, V) if ends is None else \
-            ch.prox_batch(y, smp.centre, V, warm_from=ends)
-        self._centre_ends[r] = pc.ends if self.warm_start else None
         eta, K = smp.eta, ch.K
         hess = optional_member(ch, "hessian_batch")
-        if hess is None:
-            # isotropic: A_c ~ -(tr(I - (I + V H)^-1)/V) I / K
-            a = -np.asarray(pc.trace_term, dtype=np.float64) / (V * K)
+        newton = optional_member(ch, "newton_from")
+        if hess is None or newton is None:
+            # isotropic: A_c ~ -(tr(I - (I + V H)^-1)/V) I / K from a cold prox
+            a = -np.asarray(ch.prox_batch(y, smp.centre, V).trace_term, dtype=np.float64) / (V * K)
             return a * (np.einsum("ni,ni->n", eta, eta) - K)
-        H = np.ascontiguousarray(hess(y, pc.uhat), dtype=np.float64)
+        uc = newton(y, smp.centre, V, smp.centre)[0]
+        H = np.ascontiguousarray(hess(y, uc), dtype=np.float64)
         eye = np.eye(K)
         A = (np.linalg.inv(eye + V * H) - eye) / V
         return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
@@ -327,7 +324,7 @@ class MonteCarloChannel:
         docstring), which counts the jumps of the prox minimiser."""
         n = smp.n_points
         X = np.einsum("ni,ni->n", g[:n] - g[n:], smp.eta) / (2.0 * smp.s)
-        return -2.0 * alpha * float(np.mean(X - self._centre_jacobian_cv(r, y, smp, V)))
+        return -2.0 * alpha * float(np.mean(X - self._centre_jacobian_cv(y, smp, V)))
 
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):

@@ -22,7 +22,11 @@ without one falls back to the generic path:
     thresholds in closed form (else: lam-continuation);
 ``output_jacobian(U)`` and ``hessian_batch(y, U)``
     dg/du (n, M, K) and the u-Hessian of l (n, K, K): Stein's identity for
-    m_hat in the SE (variance reduction);
+    m_hat in the SE (variance reduction); ``hessian_batch`` with ``newton_from``
+    also gives the control variate of V_hat's integration-by-parts estimate;
+``newton_from(y, omega, V, u0)``
+    one local Newton run of the prox objective from u0, (u, F(u), converged): the
+    SE's control variate at the pairs' centres (docs/theory.md section 16.2);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
@@ -227,7 +231,8 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "zero_loss_geometry": None, "output_jacobian": None,
                                     "hessian_batch": None, "convex": False, "outputs_are_h": False,
                                     "parameters": (), "validated_tokens": (),
-                                    "bayes_q_hat": None, "posterior_batch": None}
+                                    "bayes_q_hat": None, "posterior_batch": None,
+                                    "newton_from": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

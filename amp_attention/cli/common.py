@@ -264,8 +264,8 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--mc-log2n", type=int, default=13, metavar="M",
                    help="2^M scrambled-Sobol points per replica for the K-dimensional channel "
                         "expectations (common random numbers across iterations); each point "
-                        "is an antithetic pair of samples of the student field plus one "
-                        "prox at their centre (default: 13)")
+                        "is an antithetic pair of samples of the student field (V_hat by "
+                        "integration by parts) (default: 13)")
     g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
                    help="independent scramblings; their spread, propagated through the "
                         "fixed point, is the reported mc_stderr (default: 8)")
