@@ -101,8 +101,8 @@ SOBOL_MAX_DIM = 21201
 
 def check_draw_size(channel, log2_n: int, replicas: int) -> None:
     """Refuse, naming L, channel integrals whose Gaussian draws do not exist or do not fit:
-    3K + noise_dim Sobol coordinates per point (K = L(L+1)/2), held as
-    replicas x 2^log2_n x dim doubles."""
+    3K + noise_dim Sobol coordinates per point (K = L(L+1)/2), 2^(log2_n - 1) points
+    (pairs of samples), held as replicas x 2^(log2_n - 1) x dim doubles."""
     from amp_attention.resources import gib, memory_shortfall
 
     dim = DRAWS_PER_K * channel.K + channel.noise_dim
@@ -112,11 +112,11 @@ def check_draw_size(channel, log2_n: int, replicas: int) -> None:
                          f"{channel.name} channel: L = {L} needs 3K + {channel.noise_dim} = "
                          f"{dim} Sobol coordinates per point (K = L(L+1)/2), more than the "
                          f"{SOBOL_MAX_DIM} of scipy's Sobol sequence")
-    need = 8 * replicas * 2**log2_n * dim
+    need = 8 * replicas * 2**(log2_n - 1) * dim
     why = memory_shortfall(need)
     if why:
         raise ValueError(f"L = {L}: the Monte-Carlo channel integrals hold {replicas} replicas "
-                         f"x 2^{log2_n} points x {dim} coordinates ({gib(need)}) and {why}; "
+                         f"x 2^{log2_n - 1} points x {dim} coordinates ({gib(need)}) and {why}; "
                          "lower L, the points (log2_n) or the replicas")
 
 
@@ -128,7 +128,10 @@ VHAT_FORMS = ("by_parts", "hessian")
 
 
 def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int) -> GaussianDraws:
-    g = sobol_normals(DRAWS_PER_K * K + noise_dim, log2_n, replicas, seed)
+    """The draws of 2**log2_n samples per replica: 2**(log2_n - 1) points, each a pair."""
+    if log2_n < 2:
+        raise ValueError(f"log2_n must be >= 2 (2^log2_n samples in pairs), got {log2_n!r}")
+    g = sobol_normals(DRAWS_PER_K * K + noise_dim, log2_n - 1, replicas, seed)
     return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:3 * K], g[..., 3 * K:])
 
 
@@ -164,7 +167,8 @@ def paired_samples(draws: GaussianDraws, r: int, m: float, q: float, Q0: float,
 class MonteCarloChannel:
     """SE channel side of a (non-linear) channel by RQMC with common random numbers.
 
-    ``log2_n`` Sobol points per replica, ``replicas`` independent scramblings.
+    2**``log2_n`` samples per replica (2**(log2_n - 1) scrambled-Sobol points, each
+    an antithetic pair; module docstring), ``replicas`` independent scramblings.
     ``se(m, q, V, Q0, alpha)`` returns a :class:`ChannelSE` (replica means) and
     stores the replica standard errors in ``last_stderr`` and the per-replica
     values (rows: replicas, columns: ``SE_FIELDS``) in ``last_replicas``; ``n_failed`` counts
@@ -182,7 +186,7 @@ class MonteCarloChannel:
     minima (large beta and V) the guard triggers.
     """
 
-    def __init__(self, channel, *, log2_n: int = 13, replicas: int = 8, seed: int = 0,
+    def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
                  draws: GaussianDraws | None = None, warm_start: bool = False,
                  vhat_form: str = "by_parts"):
         self.channel = channel
@@ -220,16 +224,18 @@ class MonteCarloChannel:
 
     @property
     def log2_n(self) -> int:
-        return int(self.draws.ustar.shape[1]).bit_length() - 1
+        """log2 of the samples per replica (two per RQMC point)."""
+        return int(self.draws.ustar.shape[1]).bit_length()
 
     def prefix(self, log2_n: int) -> "MonteCarloChannel":
-        """The same channel on the first 2**log2_n points of every replica.
+        """The same channel on the first 2**log2_n samples (2**(log2_n - 1) points) of
+        every replica.
 
         A prefix of a scrambled Sobol sequence of length 2**k is itself a scrambled
         (0, k, s)-net, so the coarse integrals are a valid RQMC estimate whose
         points are a subset of the fine ones (used by the two-level SE solve).
         """
-        return MonteCarloChannel(self.channel, draws=self.draws.prefix(2**int(log2_n)),
+        return MonteCarloChannel(self.channel, draws=self.draws.prefix(2**(int(log2_n) - 1)),
                                  warm_start=self.warm_start, vhat_form=self.vhat_form)
 
     def _stein_terms(self, y, uhat, ustar, V: float) -> np.ndarray:

@@ -153,8 +153,8 @@ def _check_solver_options(method: str, start: str, tol: float, max_iter: int, da
 class MonteCarloOptions:
     """RQMC settings of non-linear channel expectations (amp_attention.solvers.channel_integrals).
 
-    2**log2_n scrambled-Sobol points per replica (each an antithetic pair of samples,
-    :mod:`~amp_attention.solvers.channel_integrals`), ``replicas`` independent
+    2**log2_n samples per replica (2**(log2_n - 1) scrambled-Sobol points, each an
+    antithetic pair; :mod:`~amp_attention.solvers.channel_integrals`), ``replicas`` independent
     scramblings (their spread, propagated through the fixed point, is the
     reported ``mc_stderr``), ``seed``.  Two-level solve: when coarse_log2_n <
     log2_n the fixed point is first found on the first 2**coarse_log2_n points of
@@ -165,10 +165,10 @@ class MonteCarloOptions:
     (:class:`~amp_attention.solvers.channel_integrals.MonteCarloChannel`).
     """
 
-    log2_n: int = 13
+    log2_n: int = 14
     replicas: int = 8
     seed: int = 0
-    coarse_log2_n: int = 9
+    coarse_log2_n: int = 10
     warm_start: bool = True
     #: "by_parts" (integration by parts, counts the jumps of the prox minimiser) or
     #: "hessian" (the smooth part only, the estimate before issue 30; for comparisons)
