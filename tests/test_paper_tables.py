@@ -112,7 +112,8 @@ def test_theory_spectra_rows() -> None:
         assert f.m == pytest.approx(r["m"], rel=5e-3) and f.q == pytest.approx(r["q"], rel=5e-3)
 
 
-@pytest.mark.parametrize("index", [0, 80, 127])
+@pytest.mark.parametrize("index", [127, pytest.param(0, marks=pytest.mark.slow),
+                                   pytest.param(80, marks=pytest.mark.slow)])
 def test_channel_side_map(index: int) -> None:
     """At their stored (m, q, sigma) of SE_kappa_0.5_lreg_0.01 the engine's channel
     expectations (logit_goe noise) times (4, 2, 2) are their hats.  Tolerance: their
@@ -159,11 +160,11 @@ def _interpolation_alpha_bar(noise: float, kappa: float) -> tuple[float, float]:
 @pytest.mark.parametrize("noise_index", range(5))
 def test_interpolation_thresholds(noise_index: int) -> None:
     """Their factorised interpolation thresholds alpha_bar(kappa) at Delta in
-    {0, 0.01, 0.1, 0.5, 1}: every 20th kappa of their grid (all 200 in the slow variant),
+    {0, 0.01, 0.1, 0.5, 1}: every 40th kappa of their grid (all 200 in the slow variant),
     tolerances in _interpolation_alpha_bar."""
     t = TABLES["data/cross_validation/interpolation.csv"]
     noise = t["noise"][noise_index]
-    for j in range(0, 200, 20):
+    for j in range(0, 200, 40):
         got, tol = _interpolation_alpha_bar(noise, KAPPA_GRID[j])
         assert abs(got - t["rows"][noise_index][j]) < tol, (noise, j, got)
 

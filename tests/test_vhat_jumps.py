@@ -67,7 +67,12 @@ def finite_difference_vhat(ch, m, q, V, Q0, alpha, log2_n=11, replicas=8, seed=1
     return vals.mean(), vals.std(ddof=1) / math.sqrt(replicas)
 
 
-@pytest.mark.parametrize("name", list(POINTS))
+# default run: one point with jumps and one without; all four in the slow run
+DEFAULT = ("softmax-jumps", "softmax-smooth")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in DEFAULT else pytest.mark.slow)
+                                  for n in POINTS])
 def test_vhat_equals_a_finite_difference_of_g_out(name: str) -> None:
     task, m, q, V, Q0, alpha, jumps = POINTS[name]
     ch = task.channel_object
