@@ -1,6 +1,6 @@
 """The engine's SE fixed points at the rows of the authors' SE tables (issue 30, item 4).
 
-    python benchmarks/paper/se_tables.py [--every 8] [--log2n 11] [--out runs/paper_se.json]
+    python benchmarks/paper/se_tables.py [--every 8] [--log2n 12] [--out runs/paper_se.json]
 
 For every row (or every N-th) of data/SE/SE_kappa_*_lreg_*_noise_0.5.csv (kept in
 tests/data/paper_tables.json) the engine solves the SE of the same setting (softmax
@@ -33,12 +33,12 @@ COLUMNS = ("m", "q", "sigma", "q_hat", "m_hat", "sigma_hat", "test", "train")
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--every", type=int, default=8)
-    ap.add_argument("--log2n", type=int, default=11)
+    ap.add_argument("--log2n", type=int, default=12)
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "paper_se.json")
     args = ap.parse_args()
     tables = json.loads((ROOT / "tests/data/paper_tables.json").read_text())["tables"]
     done = json.loads(args.out.read_text()) if args.out.exists() else {}
-    mc = MonteCarloOptions(log2_n=args.log2n, coarse_log2_n=min(9, args.log2n))
+    mc = MonteCarloOptions(log2_n=args.log2n, coarse_log2_n=min(10, args.log2n))
     for path in FILES:
         t = tables[path]
         p = setting_from_filename(path)
