@@ -15,7 +15,6 @@ machinery, and nothing is registered for an installed copy.
 from __future__ import annotations
 
 import importlib.abc
-import importlib.machinery
 import importlib.util
 import os
 import sys

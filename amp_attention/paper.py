@@ -22,8 +22,6 @@ their g = (prox - z)/sigma is then twice ours, hence q_hat x 4, m_hat and sigma_
 
 from __future__ import annotations
 
-import csv
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,16 +104,3 @@ def setting_from_filename(name: str) -> dict[str, float]:
     if m is None:
         raise ValueError(f"not an SE table name (..._kappa_K_lreg_L_noise_N.csv): {name!r}")
     return {k: float(v) for k, v in m.groupdict().items()}
-
-
-def read_table(path: str | Path) -> list[dict[str, float]]:
-    """The rows of one of the authors' CSV tables (with a header), as floats."""
-    with open(path, newline="") as fh:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(fh)]
-
-
-def relative_deviation(engine: float, paper: float) -> float:
-    """|engine - paper| / |paper| (inf where paper is 0 and engine is not)."""
-    if paper == 0:
-        return 0.0 if engine == 0 else math.inf
-    return abs(engine - paper) / abs(paper)

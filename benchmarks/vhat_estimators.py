@@ -1,13 +1,14 @@
 """V_hat where the softmax prox has competing minima: four estimators side by side
 (issue 30, item 2; docs/theory.md section 16.2).
 
-At overlaps (m, q, V) of a softmax channel the script evaluates, on the same RQMC
-points (2^log2n per replica, 8 replicas; mean +- replica standard error):
+At overlaps (m, q, V) of a softmax channel the script evaluates (mean +- replica
+standard error; the first three on the same RQMC points, 2^log2n per replica x 8):
 
   hessian     2 alpha E[tr(I - (I + V H)^-1)] / V           (the smooth part only)
   ibp         -2 alpha E[g_out . (Q0 omega - m u*)] / (Q0 q - m^2)  (integration by parts)
   fd          -2 alpha sum_k d/d omega_k E[g_out,k], central differences, eps = 0.05 sqrt q
-  antithetic  pairs omega = c +- s eta with the centred control variate (theta = 0.25)
+  engine      the engine's own estimate (MonteCarloChannel: antithetic pairs with the
+              centred control variate, 2^log2n pairs x 8 replicas, its own points)
 
 The defaults are the engine's fixed point (Hessian form) of softmax L = 2, beta = 1,
 kappa0 = 0.5 (Q0 = 1.5), Delta = 0.5 logit_goe, lam = 5e-5, alpha = 0.26, and the
@@ -25,7 +26,7 @@ import math
 import numpy as np
 
 from amp_attention.channels.base import overlap_split
-from amp_attention.solvers.channel_integrals import sobol_normals
+from amp_attention.solvers.channel_integrals import MonteCarloChannel, sobol_normals
 from amp_attention.spec import Task
 
 POINTS = {
@@ -37,21 +38,17 @@ POINTS = {
 }
 
 
-def estimators(ch, m, q, V, Q0, alpha, log2n, replicas, seed, theta=0.25):
+def estimators(ch, m, q, V, Q0, alpha, log2n, replicas, seed):
     K, P = ch.K, ch.noise_dim
-    out = {k: [] for k in ("hessian", "ibp", "fd", "antithetic")}
+    out = {k: [] for k in ("hessian", "ibp", "fd")}
     slope, rest = overlap_split(m, q, Q0)
     det = Q0 * q - m * m
-    g = sobol_normals(3 * K + P, log2n, replicas, seed)
-    cv = q - m * m / Q0
-    s, s0 = math.sqrt(theta * cv), math.sqrt((1.0 - theta) * cv)
-    eye = np.eye(K)
+    g = sobol_normals(2 * K + P, log2n, replicas, seed)
     for r in range(replicas):
-        a, b, c, nz = g[r, :, :K], g[r, :, K:2 * K], g[r, :, 2 * K:3 * K], g[r, :, 3 * K:]
         # one-point forms: omega first, u* given omega (Section 5.1)
-        omega = math.sqrt(q) * a
-        ustar = slope * omega + math.sqrt(rest) * b
-        y = ch.labels_from_noise(ch.h_from_u(ustar), nz)
+        omega = math.sqrt(q) * g[r, :, :K]
+        ustar = slope * omega + math.sqrt(rest) * g[r, :, K:2 * K]
+        y = ch.labels_from_noise(ch.h_from_u(ustar), g[r, :, 2 * K:])
         px = ch.prox_batch(y, omega, V)
         out["hessian"].append(2 * alpha * np.mean(px.trace_term) / V)
         out["ibp"].append(-2 * alpha * np.mean(np.sum(px.g_out * (Q0 * omega - m * ustar), 1)) / det)
@@ -62,19 +59,11 @@ def estimators(ch, m, q, V, Q0, alpha, log2n, replicas, seed, theta=0.25):
             fd += np.mean(ch.prox_batch(y, omega + e, V).g_out[:, k]
                           - ch.prox_batch(y, omega - e, V).g_out[:, k]) / (2 * eps)
         out["fd"].append(-2 * alpha * fd)
-        # antithetic pairs around an eta-independent centre, centred control variate
-        ustar = math.sqrt(Q0) * a
-        centre = (m / Q0) * ustar + s0 * c
-        y = ch.labels_from_noise(ch.h_from_u(ustar), nz)
-        gp = ch.prox_batch(y, centre + s * b, V).g_out
-        gm = ch.prox_batch(y, centre - s * b, V).g_out
-        pc = ch.prox_batch(y, centre, V)
-        Ac = (np.linalg.inv(eye + V * ch.hessian_batch(y, pc.uhat)) - eye) / V
-        X = np.sum((gp - gm) * b, axis=1) / (2 * s)
-        cvar = np.einsum("ni,nij,nj->n", b, Ac, b) - np.einsum("nii->n", Ac)
-        out["antithetic"].append(-2 * alpha * np.mean(X - cvar))
-    return {k: (float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))))
-            for k, v in out.items()}
+    res = {k: (float(np.mean(v)), float(np.std(v, ddof=1) / math.sqrt(len(v))))
+           for k, v in out.items()}
+    mc = MonteCarloChannel(ch, log2_n=log2n + 1, replicas=replicas, seed=seed)
+    res["engine"] = (mc.se(m, q, V, Q0, alpha).V_hat, mc.last_stderr["V_hat"])
+    return res
 
 
 def main() -> None:

@@ -324,7 +324,7 @@ class MonteCarloChannel:
         A = (np.linalg.inv(eye + V * H) - eye) / V
         return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
 
-    def _vhat_by_parts(self, r: int, y: np.ndarray, smp: PairedSamples, g: np.ndarray,
+    def _vhat_by_parts(self, y: np.ndarray, smp: PairedSamples, g: np.ndarray,
                        alpha: float, V: float) -> float:
         """-2 alpha E[tr d g_out/d omega] by integration by parts over the pairs (module
         docstring), which counts the jumps of the prox minimiser."""
@@ -363,7 +363,7 @@ class MonteCarloChannel:
             # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
             # parts in; the smooth part is then the whole derivative
             by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
-            Vh = self._vhat_by_parts(r, y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
+            Vh = self._vhat_by_parts(y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
             forms[r] = (Vh, Vh_hess)
             train = np.mean(ch.train_terms(y, px.uhat))
             test = np.mean(ch.test_terms(ustar, omega))

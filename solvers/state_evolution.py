@@ -184,8 +184,10 @@ class MonteCarloOptions:
             raise ValueError(f"replicas must be an integer >= 2, got {self.replicas!r}")
         if int(self.seed) != self.seed or self.seed < 0:
             raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.vhat_form not in ("by_parts", "hessian"):
-            raise ValueError(f"vhat_form must be 'by_parts' or 'hessian', got {self.vhat_form!r}")
+        from .channel_integrals import VHAT_FORMS
+
+        if self.vhat_form not in VHAT_FORMS:
+            raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {self.vhat_form!r}")
 
 
 class StateEvolution:

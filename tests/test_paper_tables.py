@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from amp_attention.denoisers import denoiser_for
-from amp_attention.paper import PaperSetting, from_paper_hats, setting_from_filename
+from amp_attention.paper import PaperSetting, alpha_bar, from_paper_hats, setting_from_filename
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.targets import target_measure
 
@@ -142,7 +142,7 @@ def _alpha_bar(noise: float, kappa: float) -> float:
                 WishartTarget(float(kappa)), Learner(1.0, 0.01), alpha=0.1)
     res = interpolation_threshold(p)
     assert res.success, res.message
-    return 2.0 * res.alpha
+    return alpha_bar(res.alpha, T=2)
 
 
 def _interpolation_alpha_bar(noise: float, kappa: float) -> tuple[float, float]:

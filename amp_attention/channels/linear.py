@@ -55,9 +55,12 @@ class LinearChannel:
         self._ka, self._kb = iu
         self.c = np.where(iu[0] == iu[1], 1.0, 0.5)
         self.tau = np.sqrt(2.0 * self.c)
+        # label-noise variance per u-coordinate and unit of Delta: 1/tau_k^2 (variance
+        # Delta on every y_ab: output or "logit" noise) or 1/2 ("logit_goe")
+        self._u_var_per_delta = (logit_noise_u_std(self.noise_at, self.tau) ** 2
+                                 if self.noise_at == "logit_goe" else 1.0 / self.tau**2)
         #: label-noise variance per u-coordinate, v_k
-        self.u_noise_var = (self.noise * logit_noise_u_std(self.noise_at, self.tau) ** 2
-                            if self.noise_at == "logit_goe" else self.noise / self.tau**2)
+        self.u_noise_var = self.noise * self._u_var_per_delta
 
     @property
     def K(self) -> int:
@@ -111,9 +114,7 @@ class LinearChannel:
         channel's Delta) of u-variance v_k each (Delta / tau_k^2, or Delta/2 for
         "logit_goe")."""
         noise = self.noise if noise is None else noise
-        per = (logit_noise_u_std(self.noise_at, self.tau) ** 2 if self.noise_at == "logit_goe"
-               else 1.0 / self.tau**2)
-        return ZeroLossGeometry(self.K, noise * float(np.sum(per)),
+        return ZeroLossGeometry(self.K, noise * float(np.sum(self._u_var_per_delta)),
                                 "linear channel: K = L(L+1)/2 equations, noise v_k each")
 
     # ------------------------------------------------------------- finite size

@@ -9,8 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .base import (ProxBatch, ZeroLossGeometry, as_2d, is_logit_noise, logit_noise_u_std,
-                   variance_matrix)
+from .base import ProxBatch, ZeroLossGeometry, as_2d, logit_noise_u_std, variance_matrix
 from .newton import BuiltinNewtonChannel, softmax_rows
 
 
@@ -133,10 +132,12 @@ class SoftmaxChannel(BuiltinNewtonChannel):
             raise ValueError("softmax with output noise: the labels lie outside the range of "
                              "the softmax, so no S fits them exactly (no interpolation); use "
                              "--noise-at logit or logit_goe")
-        at = self.noise_at if is_logit_noise(self.noise_at) else "logit"
-        var = logit_noise_u_std(at, self._tau) ** 2
-        nvec = 1.0 / self._tau
-        P = np.eye(self.K) - np.outer(nvec, nvec) / float(nvec @ nvec)
-        return ZeroLossGeometry(self.K - 1, noise * float(np.trace(P @ np.diag(var))),
+        energy = 0.0
+        if noise > 0:  # logit noise here (output noise was refused above)
+            nvec = 1.0 / self._tau
+            P = np.eye(self.K) - np.outer(nvec, nvec) / float(nvec @ nvec)
+            var = logit_noise_u_std(self.noise_at, self._tau) ** 2
+            energy = noise * float(np.trace(P @ np.diag(var)))
+        return ZeroLossGeometry(self.K - 1, energy,
                                 "softmax: K - 1 equations (h + c 11^T gives the same rows), "
                                 "logit noise projected off the free direction")
