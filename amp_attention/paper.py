@@ -22,6 +22,7 @@ their g = (prox - z)/sigma is then twice ours, hence q_hat x 4, m_hat and sigma_
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,3 +105,54 @@ def setting_from_filename(name: str) -> dict[str, float]:
     if m is None:
         raise ValueError(f"not an SE table name (..._kappa_K_lreg_L_noise_N.csv): {name!r}")
     return {k: float(v) for k, v in m.groupdict().items()}
+
+
+# ------------------------------------------------------------ comparing with their rows
+
+#: their column -> (the engine's ``mc_stderr`` field, factor to their units; None: x 2 alpha)
+STDERR_FIELD: dict[str, tuple[str, float | None]] = {
+    "m": ("m", 1.0), "q": ("q", 1.0), "sigma": ("V", 0.5),
+    "test": ("test_error_noisy", 1.0), "train": ("loss", None)}
+
+
+def row_scatter(rows: list[Mapping[str, float]], i: int, col: str, half: int = 5) -> float:
+    """Their row-to-row noise in ``col`` at row i: the standard deviation of the column
+    around a quadratic in alpha fitted to rows i - half .. i + half (fewer at the ends).
+    Their SE draws 1000 fresh Monte-Carlo samples at every row and iteration, and their
+    ``test`` and ``train`` columns are 1000-sample averages, so this is the noise of a row."""
+    import numpy as np
+
+    lo, hi = max(0, i - half), min(len(rows), i + half + 1)
+    a = np.array([r["alpha"] for r in rows[lo:hi]], dtype=float)
+    y = np.array([r[col] for r in rows[lo:hi]], dtype=float)
+    if y.size < 5:
+        return 0.0
+    res = y - np.polyval(np.polyfit(a, y, 2), a)
+    return float(np.sqrt(np.sum(res * res) / (y.size - 3)))
+
+
+def prior_residual(row: Mapping[str, float], kappa: float, lreg: float) -> dict[str, float]:
+    """|prior(their hats) - their overlaps| in their units (m, q, sigma): the engine's
+    denoiser (deterministic) at their stored hats; how far their stored state is from a
+    fixed point of the prior half of the map."""
+    from .denoisers import denoiser_for
+    from .targets import target_measure
+
+    den = denoiser_for(Learner(kappa=1.0, lam=lreg / 2.0))
+    f = den.functionals(target_measure(WishartTarget(kappa)), *from_paper_hats(row))
+    return {"m": abs(f.m - row["m"]), "q": abs(f.q - row["q"]),
+            "sigma": abs(f.V / 2.0 - row["sigma"])}
+
+
+def deviation_z(engine: Mapping[str, float], stderr: Mapping[str, float], row: Mapping[str, float],
+                residual: Mapping[str, float], scatter: Mapping[str, float]) -> dict[str, float]:
+    """(engine - theirs) / err per column of STDERR_FIELD present in ``row``, with
+    err^2 = engine's propagated MC error^2 + their prior residual^2 + their row scatter^2."""
+    out = {}
+    for col, (field, factor) in STDERR_FIELD.items():
+        if col not in row:
+            continue
+        se = float(stderr.get(field, math.nan)) * (2.0 * row["alpha"] if factor is None else factor)
+        err = math.sqrt(se * se + residual.get(col, 0.0) ** 2 + scatter.get(col, 0.0) ** 2)
+        out[col] = (engine[col] - row[col]) / err
+    return out
