@@ -126,6 +126,14 @@ class SEResult(Result):
     #: test error against a fresh sample's noisy label, E||y - g(h(Shat))||^2 (the
     #: convention of arXiv 2509.24914's SE tables; test_error + Delta M for output noise)
     test_error_noisy: float = math.nan
+    #: Monte-Carlo channels with V_hat by parts: the share of V_hat carried by the jumps
+    #: of the prox minimiser, (by parts - Hessian trace) / by parts, and its standard
+    #: error over the replicas (docs/theory.md section 16.3); None otherwise
+    vhat_jump_share: float | None = None
+    vhat_jump_stderr: float | None = None
+    #: non-empty where the prox minimiser jumps (vhat_jump_share > 3 standard errors):
+    #: the replica-symmetric fixed point is formally unstable there (section 16.3)
+    replica_symmetry_warning: str = ""
     spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
@@ -696,6 +704,12 @@ def solve_state_evolution(
             mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
             mc_stderr, mc_method = None, f"unavailable: {exc}"
+    jump, jump_err, rs_warning = None, None, ""
+    if se.mc is not None and rep.converged and se.mc.vhat_form == "by_parts":
+        se.hats(rep.x)  # the reported point's channel evaluation (cached by the channel)
+        jump, jump_err = vhat_jump_share(se.channel.last_vhat_forms)
+        if jump is not None and abs(jump) > JUMP_WARN_ERRORS * jump_err:
+            rs_warning = replica_symmetry_warning(jump, jump_err)
     kurt, kurt_err, warning = None, None, ""
     list_d = problem.target.list_dimension
     if finite_size_check and finite_d is None and list_d and rep.converged:
@@ -722,7 +736,35 @@ def solve_state_evolution(
                     mc_error_method=mc_method, mc_failed_prox=failed,
                     mc_warm_fallbacks=fallbacks,
                     iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, method=used,
-                    spectrum=spec)
+                    vhat_jump_share=jump, vhat_jump_stderr=jump_err,
+                    replica_symmetry_warning=rs_warning, spectrum=spec)
+
+
+#: |vhat_jump_share| beyond this many standard errors: the prox minimiser jumps
+JUMP_WARN_ERRORS = 3.0
+
+
+def vhat_jump_share(forms: np.ndarray) -> tuple[float | None, float | None]:
+    """(share, standard error) of V_hat carried by the jumps of the prox minimiser, from the
+    per-replica rows (by parts, Hessian trace) of ``MonteCarloChannel.last_vhat_forms``:
+    share = mean(by parts - Hessian) / mean(by parts) (docs/theory.md section 16.3)."""
+    forms = np.asarray(forms, dtype=float)
+    if forms.ndim != 2 or forms.shape[0] < 2 or forms.shape[1] != 2:
+        return None, None
+    full = float(np.mean(forms[:, 0]))
+    if not math.isfinite(full) or full == 0.0:
+        return None, None
+    diff = forms[:, 0] - forms[:, 1]
+    err = float(np.std(diff, ddof=1) / math.sqrt(diff.size) / abs(full))
+    return float(np.mean(diff) / full), err
+
+
+def replica_symmetry_warning(share: float, stderr: float) -> str:
+    """The warning of a fixed point where the prox minimiser jumps (section 16.3)."""
+    return (f"the prox minimiser jumps here (share of V_hat from the jumps {share:+.2%} "
+            f"+- {stderr:.2%}): with a discontinuous prox the replica-symmetric fixed point "
+            "is formally unstable (de Almeida-Thouless), so finite-d ERM and gradient "
+            "training can deviate from it beyond finite-size effects (docs/theory.md 16.3)")
 
 
 MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error",

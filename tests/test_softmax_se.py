@@ -54,6 +54,11 @@ def test_two_starts_share_the_fine_level_when_their_coarse_fixed_points_coincide
     auto = solve_state_evolution(p, mc=mc)
     alone = solve_state_evolution(p, mc=mc, start="informative")
     assert auto.converged and not auto.metastable and auto.start == "informative"
+    # no competing prox minima at lam = 0.1: no jump share, no replica-symmetry warning
+    # (docs/theory.md 16.3; tests/test_vhat_jumps.py checks the share where it jumps)
+    assert auto.vhat_jump_share is not None and auto.vhat_jump_stderr > 0
+    assert abs(auto.vhat_jump_share) < 3 * auto.vhat_jump_stderr + 1e-4
+    assert auto.replica_symmetry_warning == ""
     assert auto.alternative["level"] == "coarse" and auto.alternative["converged"]
     assert "only the informative one was refined" in auto.start_policy
     for k in ("m", "q", "V", "train_error", "test_error"):

@@ -16,6 +16,7 @@ import pytest
 
 from amp_attention.channels.base import overlap_split
 from amp_attention.solvers.channel_integrals import MonteCarloChannel, sobol_normals
+from amp_attention.solvers.state_evolution import JUMP_WARN_ERRORS, vhat_jump_share
 from amp_attention.spec import Task
 
 # (task, m, q, V, Q0, alpha, prox has competing minima)
@@ -85,7 +86,29 @@ def test_vhat_equals_a_finite_difference_of_g_out(name: str) -> None:
     hessian = mc.last_vhat_forms[:, 1]
     h_mean, h_err = hessian.mean(), hessian.std(ddof=1) / math.sqrt(hessian.size)
     gap = abs(h_mean - fd) / math.hypot(h_err, fd_err)
+    # the SE's jump diagnostic (docs/theory.md 16.3) against the finite difference's
+    # jump share (fd - Hessian) / fd
+    share, share_err = vhat_jump_share(mc.last_vhat_forms)
+    expected = (fd - h_mean) / fd
+    expected_err = math.hypot(h_err, fd_err * h_mean / fd) / fd
+    assert abs(share - expected) <= 4 * math.hypot(share_err, expected_err), (share, expected)
     if jumps:
         assert gap > 5, f"the Hessian form agrees here ({gap:.1f} sigma): no jumps to test"
+        if -expected > 2 * JUMP_WARN_ERRORS * share_err:  # large enough to be detected
+            assert share < -JUMP_WARN_ERRORS * share_err, (share, share_err)
     elif jumps is False:
         assert gap < 4, f"the Hessian form should be right without jumps ({gap:.1f} sigma)"
+        assert abs(share) < JUMP_WARN_ERRORS * share_err + 1e-4, (share, share_err)
+
+
+def test_vhat_jump_share_of_replica_forms() -> None:
+    """(by parts - Hessian) / by parts over replicas, with its replica standard error;
+    undefined (None) without replicas or with a zero V_hat."""
+    forms = np.array([[1.0, 1.1], [1.2, 1.3], [0.8, 0.9]])
+    share, err = vhat_jump_share(forms)
+    assert share == pytest.approx(-0.1) and err == pytest.approx(0.0, abs=1e-15)
+    forms = np.array([[1.0, 1.0], [1.0, 1.2]])
+    share, err = vhat_jump_share(forms)
+    assert share == pytest.approx(-0.1) and err == pytest.approx(0.1)
+    assert vhat_jump_share(np.empty((0, 2))) == (None, None)
+    assert vhat_jump_share(np.zeros((3, 2))) == (None, None)

@@ -58,6 +58,9 @@ SE_FIELD_HELP = {
     "sampling_stderr": "finite-d mode: GOE-sampling error per field",
     "residual_kurtosis": "excess kurtosis of h(Shat - S0) at target-d (SE: 0)",
     "finite_size_warning": "non-empty: the SE is measurably off at target-d",
+    "vhat_jump_share": "share of V_hat from the jumps of the prox minimiser",
+    "vhat_jump_stderr": "its Monte-Carlo standard error",
+    "replica_symmetry_warning": "non-empty: the prox jumps, RS formally unstable",
     "estimator": "erm, or bayes (the MMSE estimator)",
     "plugin_test_error": "bayes: test error of g(h(E[S0 | data]))",
     "perfect_recovery": "bayes: the MMSE vanished (below 1e-7 Q0)",
@@ -177,6 +180,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: wrote {spectrum_path} and {png}", file=info)
     if result.finite_size_warning:
         print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
+    if result.replica_symmetry_warning:
+        print(f"{PROG}: warning: {result.replica_symmetry_warning}", file=sys.stderr)
     if not result.converged:
         print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
               "values above are the last iterate, not a fixed point", file=sys.stderr)
@@ -241,7 +246,8 @@ def run_bayes(args: argparse.Namespace) -> int:
 #: table rows of one estimator only (the JSON keeps every field of SEResult)
 ERM_ONLY = ("mc_failed_prox", "mc_warm_fallbacks", "finite_d", "sampling_stderr",
             "sampling_error_method", "residual_kurtosis", "residual_kurtosis_stderr",
-            "finite_size_warning", "train_error", "loss")
+            "finite_size_warning", "train_error", "loss", "vhat_jump_share",
+            "vhat_jump_stderr", "replica_symmetry_warning")
 BAYES_ONLY = ("plugin_test_error", "perfect_recovery")
 
 
