@@ -133,7 +133,13 @@ class FuzzServer:
     """The helper process of tests/cli_fuzz_server.py (see there why it is needed)."""
 
     def __init__(self, cwd: Path) -> None:
-        env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", MPLBACKEND="Agg")
+        # PYTHONPATH: the server imports the same amp_attention as the tests in this
+        # process (the checkout under `python -m pytest`), so that Numba's cache, keyed by
+        # the source file's path, is shared instead of compiling an installed copy again
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, NUMBA_THREADING_LAYER="workqueue", MPLBACKEND="Agg",
+                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
+                                              if p))
         # cwd: commands without --out write to ./amp-attention-<command>
         self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(
             "cli_fuzz_server.py"))], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

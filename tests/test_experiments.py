@@ -43,10 +43,13 @@ def test_quickstart_from_python_is_what_the_cli_writes(capsys, tmp_path):
 def test_threshold_grid_is_what_thresholds_prints(capsys):
     from amp_attention.experiments.thresholds import threshold_grid, vary
 
-    cli = _cli_json(capsys, "thresholds", "--noise", "0.5", "--kappa-grid", "0.5", "2", "--json")
+    # a kappa0 grid: distinct thresholds at every point, none rank-capped (a rank-capped
+    # alpha_PR minimises a quadrature over tau: ~25 s a point, tests/validation_thresholds.py)
+    cli = _cli_json(capsys, "thresholds", "--noise", "0.5", "--kappa0-grid", "0.3", "0.7", "--json")
     problem = Problem(Task("linear", noise=0.5), WishartTarget(0.5), Learner(), alpha=0.5)
-    grid = threshold_grid(problem, "kappa", [0.5, 2.0], progress=False)
-    assert [v for v, _ in grid] == [r["kappa"] for r in cli["rows"]]
+    grid = threshold_grid(problem, "kappa0", [0.3, 0.7], progress=False)
+    assert [v for v, _ in grid] == [r["kappa0"] for r in cli["rows"]]
+    assert grid[0][1].perfect_recovery.alpha < grid[1][1].perfect_recovery.alpha
     for (_, point), row in zip(grid, cli["rows"]):
         assert point.interpolation.alpha == row["alpha_interp"]
         assert point.perfect_recovery.alpha == row["alpha_PR"]
