@@ -64,7 +64,7 @@ def solve(args) -> None:
             if row["q"] > 1e6:  # their diverged rows (docs/paper.md)
                 continue
             s = PaperSetting(alpha=row["alpha"], lreg=p["lreg"], kappa=p["kappa"], noise_in=p["noise"])
-            r = solve_state_evolution(s.problem(), mc=mc)
+            r = solve_state_evolution(s.problem(), mc=mc, max_iter=args.max_iter)
             done[key] = {"paper": row, "engine": to_paper_columns(r, row["alpha"]),
                          "status": r.status.value, "seconds": r.seconds,
                          "mc_stderr": r.mc_stderr, "log2_n": args.log2n,
@@ -74,12 +74,14 @@ def solve(args) -> None:
             print(key, r.status.value, round(r.seconds, 1), flush=True)
 
 
-def summary(paths: list[str]) -> None:
+def summary(paths: list[str], markdown: bool = False) -> None:
     tables = json.loads((ROOT / "tests/data/paper_tables.json").read_text())["tables"]
     done: dict = {}
     for p in paths:
         for f in glob.glob(p):
             done.update(json.loads(Path(f).read_text()))
+    unconverged: list[str] = []
+    cells: dict[str, dict[str, str]] = {}
     print(f"{'file':40s} {'col':6s} {'n':>3s} {'median dev':>10s} {'max |dev|':>9s} "
           f"{'med |z|':>7s} {'max |z|':>7s} {'|z|>3':>5s}")
     for path in FILES:
@@ -87,6 +89,11 @@ def summary(paths: list[str]) -> None:
             dev, z = [], []
             for k, v in done.items():
                 if not k.startswith(path + "#") or c not in v["paper"]:
+                    continue
+                if v["status"] != "converged":
+                    if c == COLUMNS[0]:
+                        unconverged.append(f"{path.split('/')[-1]} row {k.split('#')[1]} "
+                                           f"(alpha {v['paper']['alpha']:.4f}): {v['status']}")
                     continue
                 e, t = v["engine"][c], v["paper"][c]
                 if not math.isfinite(e) or t == 0:
@@ -100,9 +107,20 @@ def summary(paths: list[str]) -> None:
                 z.append(deviation_z(v["engine"], v["mc_stderr"], v["paper"], res, sc)[c])
             if dev:
                 az = np.abs(z)
+                cells.setdefault(path, {"n": str(len(dev))})[c] = (
+                    f"{100 * np.median(dev):+.1f} % / {100 * np.max(np.abs(dev)):.1f} % "
+                    f"({np.max(az):.1f})")
                 print(f"{path.split('/')[-1][:40]:40s} {c:6s} {len(dev):3d} {np.median(dev):+10.4f} "
                       f"{np.max(np.abs(dev)):9.4f} {np.median(az):7.2f} {np.max(az):7.2f} "
                       f"{int(np.sum(az > 3)):5d}")
+    for line in unconverged:
+        print(f"not converged (left out): {line}")
+    if markdown:
+        print("\n| file | rows | " + " | ".join(f"`{c}`" for c in COLUMNS) + " |")
+        print("| --- | --- |" + " --- |" * len(COLUMNS))
+        for path, row in cells.items():
+            name = path.split("/")[-1].replace("SE_", "").replace("_noise_0.5.csv", "")
+            print(f"| {name} | {row['n']} | " + " | ".join(row.get(c, "") for c in COLUMNS) + " |")
 
 
 def main() -> None:
@@ -110,12 +128,16 @@ def main() -> None:
     ap.add_argument("--every", type=int, default=16)
     ap.add_argument("--first", type=int, default=0, help="first row index")
     ap.add_argument("--log2n", type=int, default=14)
+    ap.add_argument("--max-iter", type=int, default=500,
+                    help="fixed-point iterations per level (a row that does not converge is "
+                         "recorded with its status and left out of the summary)")
     ap.add_argument("--files", default="", help="comma list of substrings of the file names (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "paper_se.json")
     ap.add_argument("--summary", nargs="*", help="only summarise these result files (globs)")
+    ap.add_argument("--markdown", action="store_true", help="also print the summary as a table")
     args = ap.parse_args()
     if args.summary is not None:
-        summary(args.summary or [str(args.out)])
+        summary(args.summary or [str(args.out)], args.markdown)
         return
     solve(args)
     summary([str(args.out)])
