@@ -57,6 +57,7 @@ class PaperSetting:
     T: int = 2
     beta: float = 1.0
     kappa_student: float = 1.0
+    parameterisation: str = "factorised"
 
     def __post_init__(self) -> None:
         if self.noise_in > 0 and self.noise_out > 0:
@@ -64,18 +65,38 @@ class PaperSetting:
                              "the authors' tables use one of them")
 
     def problem(self) -> Problem:
-        """The engine's problem: lam = lreg / 2, logit_goe noise (or output noise)."""
+        """The engine's problem: logit_goe noise (or output noise); lam = lreg / 2
+        (factorised) or lreg (element-wise; class docstring)."""
         noise, at = ((self.noise_in, "logit_goe") if self.noise_in > 0 or self.noise_out == 0
                      else (self.noise_out, "output"))
+        lam = self.lreg if self.parameterisation == "elementwise" else self.lreg / 2.0
         return Problem(Task("softmax", L=self.T, beta=self.beta, noise=noise, noise_at=at),
                        WishartTarget(self.kappa),
-                       Learner(kappa=self.kappa_student, lam=self.lreg / 2.0),
+                       Learner(kappa=self.kappa_student, lam=lam,
+                               parameterisation=self.parameterisation),
                        alpha=self.alpha)
 
 
 def alpha_bar(alpha: float, T: int) -> float:
     """The paper's axis alpha_bar = alpha (K - 1), K = T(T+1)/2."""
     return alpha * (T * (T + 1) // 2 - 1)
+
+
+def interpolation_alpha_bar(kappa0: float, noise: float, T: int = 2) -> float:
+    """alpha_bar of the factorised learner's interpolation threshold (softmax on T tokens,
+    Wishart target kappa0, logit_goe noise Delta; NaN where the solver fails).  Delta = 0:
+    the Delta -> 0+ limit (at Delta = 0 exactly, noiseless labels are interpolated at every
+    alpha), which the threshold approaches like Delta^(1/3): Richardson from Delta = 1e-9
+    and 8e-9, 2 a(1e-9) - a(8e-9)."""
+    from .solvers.thresholds import interpolation_threshold
+
+    def at(delta: float) -> float:
+        p = Problem(Task("softmax", L=T, noise=delta, noise_at="logit_goe"),
+                    WishartTarget(float(kappa0)), Learner(1.0, 0.01), alpha=0.1)
+        res = interpolation_threshold(p)
+        return alpha_bar(res.alpha, T) if res.success else math.nan
+
+    return 2.0 * at(1e-9) - at(8e-9) if noise == 0 else at(noise)
 
 
 def to_paper_columns(result: Any, alpha: float) -> dict[str, float]:
@@ -142,6 +163,15 @@ def prior_residual(row: Mapping[str, float], kappa: float, lreg: float) -> dict[
     f = den.functionals(target_measure(WishartTarget(kappa)), *from_paper_hats(row))
     return {"m": abs(f.m - row["m"]), "q": abs(f.q - row["q"]),
             "sigma": abs(f.V / 2.0 - row["sigma"])}
+
+
+def row_deviation_z(rows: list[Mapping[str, float]], i: int, kappa: float, lreg: float,
+                    engine: Mapping[str, float], stderr: Mapping[str, float]) -> dict[str, float]:
+    """:func:`deviation_z` of the engine's values (their units) at their row i of ``rows``
+    (one SE table of target kappa and lreg), with that row's prior residual and scatter."""
+    row = rows[i]
+    scatter = {c: row_scatter(rows, i, c) for c in STDERR_FIELD if c in row}
+    return deviation_z(engine, stderr, row, prior_residual(row, kappa, lreg), scatter)
 
 
 def deviation_z(engine: Mapping[str, float], stderr: Mapping[str, float], row: Mapping[str, float],

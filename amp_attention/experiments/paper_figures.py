@@ -23,7 +23,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..files import atomic_write_json
-from ..paper import PaperSetting, alpha_bar, to_paper_columns
+from ..paper import PaperSetting, alpha_bar, interpolation_alpha_bar, to_paper_columns
 from ..spec import Learner, Problem, Task, WishartTarget
 
 #: figures this module draws (the others: docs/paper.md, "Not done yet")
@@ -55,6 +55,14 @@ def read_table(root: Path, rel: str) -> dict[str, np.ndarray]:
     return {h.strip(): np.array([float(r[j]) for r in body]) for j, h in enumerate(header) if h.strip()}
 
 
+def read_table_noheader(root: Path, rel: str) -> np.ndarray:
+    """Rows of one of their header-less CSVs (interpolation.csv) as a float matrix."""
+    path = root / rel
+    if not path.is_file():
+        raise ValueError(f"repo: {rel} is missing from {root}")
+    return np.loadtxt(path, delimiter=",", ndmin=2)
+
+
 # ---------------------------------------------------------------- theory curves
 
 def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int = 0,
@@ -80,8 +88,7 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
             out.append({"alpha": p.alpha, "lam": p.learner.lam, "status": "not computed"})
             continue
         if key not in done:
-            r = solve_state_evolution(p, mc=mc, x0=x0, max_iter=max_iter) if x0 is not None \
-                else solve_state_evolution(p, mc=mc, max_iter=max_iter)
+            r = solve_state_evolution(p, mc=mc, x0=x0, max_iter=max_iter)
             if x0 is not None and not r.success:  # continuation failed: a cold solve
                 r = solve_state_evolution(p, mc=mc, max_iter=max_iter)
             row = {"alpha": p.alpha, "lam": p.learner.lam, "status": r.status.value,
@@ -116,16 +123,6 @@ def _run_curves(curves: dict[str, list[Problem]], out: Path, mc_log2n: int, work
     return dict(zip(names, run_tasks(_curve_task, tasks, workers=workers, progress=progress)))
 
 
-def paper_problem(alpha: float, lreg: float, kappa: float, noise: float,
-                  parameterisation: str = "factorised") -> Problem:
-    """Their setting as the engine's problem; the unfactorised learner's penalty
-    lreg d ||S||_F^2 (their GD_L2_symm) is the engine's element-wise lam = lreg."""
-    p = PaperSetting(alpha=alpha, lreg=lreg, kappa=kappa, noise_in=noise).problem()
-    if parameterisation == "elementwise":
-        return Problem(p.task, p.target, Learner(1.0, lreg, "elementwise"), alpha)
-    return p
-
-
 # ---------------------------------------------------------------- Figure 2
 
 def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
@@ -135,10 +132,10 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     from ..solvers.thresholds import interpolation_threshold
 
     alphas = np.linspace(0.05, 0.5, points)
-    curves = {f"fig2_lreg_{lr:g}": [paper_problem(float(a), lr, 0.5, 0.5) for a in alphas]
+    curves = {f"fig2_lreg_{lr:g}": [PaperSetting(float(a), lr).problem() for a in alphas]
               for lr in FIG2_LREGS}
     theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
-    interp = interpolation_threshold(paper_problem(0.1, 0.01, 0.5, 0.5))
+    interp = interpolation_threshold(PaperSetting(0.1, 0.01).problem())
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.9))
     colors = plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS)))
     summary = {}
@@ -179,7 +176,7 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
 
 def _deviation(a, theory, a_sim, sim, std) -> dict:
     """Simulation minus interpolated theory at the simulation's alphas inside the theory's
-    range: median and largest |difference| and in units of the runs' std."""
+    range: median and largest |difference|, and in units of ``std`` (per point)."""
     if a.size < 2:
         return {}
     inside = (a_sim >= a.min()) & (a_sim <= a.max())
@@ -196,23 +193,22 @@ def _deviation(a, theory, a_sim, sim, std) -> dict:
 
 def threshold_row(kappa0: float) -> dict:
     """alpha_bar of the thresholds at target ratio kappa0 (T = 2): factorised interpolation
-    (Delta -> 0+, Richardson in Delta^(1/3) from 1e-9 and 8e-9), factorised and
+    (Delta -> 0+: :func:`amp_attention.paper.interpolation_alpha_bar`), factorised and
     element-wise perfect recovery, Bayes-optimal perfect recovery."""
     from ..solvers.bayes_optimal import bayes_perfect_recovery_threshold
-    from ..solvers.thresholds import interpolation_threshold, perfect_recovery_threshold
+    from ..solvers.thresholds import perfect_recovery_threshold
 
-    def prob(noise: float, param: str = "factorised") -> Problem:
-        return Problem(Task("softmax", L=2, noise=noise, noise_at="logit_goe"),
+    def prob(param: str = "factorised") -> Problem:  # noiseless: perfect recovery
+        return Problem(Task("softmax", L=2, noise=0.0, noise_at="logit_goe"),
                        WishartTarget(kappa0), Learner(1.0, 0.01, param), alpha=0.1)
 
     def ab(res) -> float:
         return alpha_bar(res.alpha, 2) if res.success else math.nan
 
-    interp = 2 * ab(interpolation_threshold(prob(1e-9))) - ab(interpolation_threshold(prob(8e-9)))
-    return {"kappa0": kappa0, "interp_factorised": interp,
-            "pr_factorised": ab(perfect_recovery_threshold(prob(0.0))),
-            "pr_unfactorised": ab(perfect_recovery_threshold(prob(0.0, "elementwise"))),
-            "pr_bayes": ab(bayes_perfect_recovery_threshold(prob(0.0)))}
+    return {"kappa0": kappa0, "interp_factorised": interpolation_alpha_bar(kappa0, 0.0),
+            "pr_factorised": ab(perfect_recovery_threshold(prob())),
+            "pr_unfactorised": ab(perfect_recovery_threshold(prob("elementwise"))),
+            "pr_bayes": ab(bayes_perfect_recovery_threshold(prob()))}
 
 
 def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
@@ -225,10 +221,11 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     keep1 = np.arange(0, gd1["alpha"].size, max(1, -(-gd1["alpha"].size // points)))
     keep2 = np.arange(0, gd2["alpha"].size, max(1, -(-gd2["alpha"].size // points)))
     curves = {
-        "fig3_factorised": [paper_problem(float(gd1["alpha"][i]), float(gd1["lambda_optimal"][i]),
-                                          0.05, 0.05) for i in keep1],
-        "fig3_unfactorised": [paper_problem(float(gd2["alpha"][i]), float(gd2["lambda_optimal"][i]),
-                                            0.05, 0.05, "elementwise") for i in keep2],
+        "fig3_factorised": [PaperSetting(float(gd1["alpha"][i]), float(gd1["lambda_optimal"][i]),
+                                         0.05, 0.05).problem() for i in keep1],
+        "fig3_unfactorised": [PaperSetting(float(gd2["alpha"][i]), float(gd2["lambda_optimal"][i]),
+                                           0.05, 0.05, parameterisation="elementwise").problem()
+                              for i in keep2],
     }
     theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
     kappas = np.linspace(0.02, 0.98, 49)
@@ -240,7 +237,8 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             ("fig3_unfactorised", gd2, keep2, "tab:purple", "unfactorised")):
         rs = [r for r in theory[name] if r["status"] == "converged"]
         a = np.array([r["alpha"] for r in rs])
-        ax1.plot(a, [r["paper"]["test"] for r in rs], "-", color=color, lw=1.4,
+        test = np.array([r["paper"]["test"] for r in rs])
+        ax1.plot(a, test, "-", color=color, lw=1.4,
                  label=f"engine SE at their $\\lambda_{{opt}}$, {label}")
         sem = gd["test_err_std_opt"] / math.sqrt(8)
         ax1.errorbar(gd["alpha"], gd["test_err_mean_opt"], sem, fmt="x", ms=4, color=color,
@@ -249,11 +247,8 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
         their = read_table(root, f"data/cross_validation/{se_file}_kappa_0.05_noise_0.05.csv")
         ax1.plot(their["alpha"], their["test"], ":", color=color, lw=0.9,
                  label=f"authors' {se_file} (SE at the SE-optimal $\\lambda$)")
-        sim = {float(x): (float(y), float(s)) for x, y, s in zip(gd["alpha"], gd["test_err_mean_opt"], sem)}
-        diffs = [(r["paper"]["test"] - sim[r["alpha"]][0]) / sim[r["alpha"]][1] for r in rs
-                 if r["alpha"] in sim]
-        summary[label] = {"n": len(diffs), "median_z": float(np.median(diffs)) if diffs else math.nan,
-                          "max_abs_z": float(np.max(np.abs(diffs))) if diffs else math.nan}
+        # in units of the standard error of their 8-run means (what the panel draws)
+        summary[label] = _deviation(a, test, gd["alpha"], gd["test_err_mean_opt"], sem)
     ax1.set_xlabel(r"$\alpha = n/d^2$")
     ax1.set_ylabel("test error (fresh noisy label)")
     ax1.set_xlim(0.0, 0.52)
@@ -278,13 +273,6 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
                 legend_from=ax1, legend_columns=2)
     return {"figure": 3, "png": str(path), "test_vs_adam": summary, "thresholds": rows,
             "theory": theory}
-
-
-def read_table_noheader(root: Path, rel: str) -> np.ndarray:
-    path = root / rel
-    if not path.is_file():
-        raise ValueError(f"repo: {rel} is missing from {root}")
-    return np.loadtxt(path, delimiter=",", ndmin=2)
 
 
 def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int = 12,

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from amp_attention.files import atomic_write_json
-from amp_attention.paper import (PaperSetting, deviation_z, prior_residual, row_scatter,
-                                 setting_from_filename, to_paper_columns)
+from amp_attention.paper import (PaperSetting, row_deviation_z, setting_from_filename,
+                                 to_paper_columns)
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,17 +59,14 @@ def solve(args) -> None:
             key = f"{path}#{i}"
             if key in done:
                 continue
-            rows = [dict(zip(t["columns"], r)) for r in t["rows"]]
-            row = rows[i]
+            row = dict(zip(t["columns"], t["rows"][i]))
             if row["q"] > 1e6:  # their diverged rows (docs/paper.md)
                 continue
             s = PaperSetting(alpha=row["alpha"], lreg=p["lreg"], kappa=p["kappa"], noise_in=p["noise"])
             r = solve_state_evolution(s.problem(), mc=mc, max_iter=args.max_iter)
             done[key] = {"paper": row, "engine": to_paper_columns(r, row["alpha"]),
                          "status": r.status.value, "seconds": r.seconds,
-                         "mc_stderr": r.mc_stderr, "log2_n": args.log2n,
-                         "their_residual": prior_residual(row, p["kappa"], p["lreg"]),
-                         "their_scatter": {c: row_scatter(rows, i, c) for c in COLUMNS if c in row}}
+                         "mc_stderr": r.mc_stderr, "log2_n": args.log2n}
             atomic_write_json(args.out, done)
             print(key, r.status.value, round(r.seconds, 1), flush=True)
 
@@ -85,6 +82,11 @@ def summary(paths: list[str], markdown: bool = False) -> None:
     print(f"{'file':40s} {'col':6s} {'n':>3s} {'median dev':>10s} {'max |dev|':>9s} "
           f"{'med |z|':>7s} {'max |z|':>7s} {'|z|>3':>5s}")
     for path in FILES:
+        rows = [dict(zip(tables[path]["columns"], r)) for r in tables[path]["rows"]]
+        p = setting_from_filename(path)
+        z_of = {k: row_deviation_z(rows, int(k.split("#")[1]), p["kappa"], p["lreg"],
+                                   v["engine"], v["mc_stderr"])
+                for k, v in done.items() if k.startswith(path + "#") and v["status"] == "converged"}
         for c in COLUMNS:
             dev, z = [], []
             for k, v in done.items():
@@ -98,13 +100,8 @@ def summary(paths: list[str], markdown: bool = False) -> None:
                 e, t = v["engine"][c], v["paper"][c]
                 if not math.isfinite(e) or t == 0:
                     continue
-                i = int(k.split("#")[1])
-                rows = [dict(zip(tables[path]["columns"], r)) for r in tables[path]["rows"]]
-                p = setting_from_filename(path)
-                res = v.get("their_residual") or prior_residual(v["paper"], p["kappa"], p["lreg"])
-                sc = v.get("their_scatter") or {col: row_scatter(rows, i, col) for col in COLUMNS}
                 dev.append(e / t - 1)
-                z.append(deviation_z(v["engine"], v["mc_stderr"], v["paper"], res, sc)[c])
+                z.append(z_of[k][c])
             if dev:
                 az = np.abs(z)
                 cells.setdefault(path, {"n": str(len(dev))})[c] = (
