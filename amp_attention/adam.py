@@ -245,7 +245,8 @@ class LayerResult(Result):
     """One Adam-trained layer at dimension d on one data set.
 
     train_error (1/n) sum ||y - g(h(S_W))||^2; test_error the clean population
-    error on a fresh test set (its Monte-Carlo ``test_error_stderr``);
+    error on a fresh test set (its Monte-Carlo ``test_error_stderr``), test_error_noisy
+    against fresh noisy labels of the same test inputs;
     matrix_mse ||S_W - S0||_F^2 / d; m = Tr(S0 S_W)/d, q = Tr(S_W^2)/d;
     loss R/n; grad_norm the final relative gradient norm; eigenvalues_S the
     eigenvalues of S_W (ascending); singular_values_W those of W (factorised
@@ -273,6 +274,7 @@ class LayerResult(Result):
     eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     singular_values_W: np.ndarray | None = field(repr=False, default=None)
     history: tuple = field(repr=False, default=())
+    test_error_noisy: float = math.nan
 
 
 def train_layer(
@@ -319,10 +321,10 @@ def train_layer(
     S, S0 = run.S, data.S0
     train_err = float(np.mean(np.sum((data.y - ch.outputs(preactivations(data.X, S))) ** 2, axis=1)))
     nt = max(data.n, N_TEST_MIN) if n_test is None else int(n_test)
-    test, test_se, _ = population_error(ch, S0, S, nt, problem.task.L, seed)
+    test, test_se, test_noisy = population_error(ch, S0, S, nt, problem.task.L, seed)
     return LayerResult(
         d=d, n=data.n, seed=seed, train_error=train_err, test_error=test,
-        test_error_stderr=test_se, matrix_mse=float(np.sum((S - S0) ** 2)) / d,
+        test_error_stderr=test_se, test_error_noisy=test_noisy, matrix_mse=float(np.sum((S - S0) ** 2)) / d,
         m=float(np.sum(S0 * S)) / d, q=float(np.sum(S * S)) / d, loss=run.objective / data.n,
         grad_norm=run.grad_norm, success=run.success, status=run.status, message=run.message,
         iterations=run.iterations, seconds=run.seconds,

@@ -115,6 +115,27 @@ class PredictedSpectrum:
     def atom_at_zero_W(self) -> float | None:
         return self._curves[5]
 
+    # ----------------------------------------------------------------- components
+    @cached_property
+    def bulk_components(self) -> tuple[np.ndarray, np.ndarray]:
+        """The continuous part of Shat's eigenvalue law, piece by piece: ``(edges, masses)``
+        with ``edges`` a (k, 2) array of [lo, hi] eigenvalues of Shat (ascending) and
+        ``masses`` the fraction of the d eigenvalues in each piece.  They are the support
+        intervals of rho_B above the cutoff, mapped by the spectral function f (increasing,
+        so pieces stay apart); the masses are rho_B's over the same intervals.  Two pieces
+        or more: the bulk has split (the paper's Figure 1: the directions of S0's null
+        space separate from its range, and the upper piece's mass tends to the target's
+        rank fraction kappa0)."""
+        den = self.denoiser
+        edges, masses = [], []
+        for lo, hi in self.law.intervals_x:
+            if hi <= self.cutoff:
+                continue
+            a = max(float(lo), float(self.cutoff))
+            edges.append(den.spectral_function(np.array([a, float(hi)]), self.V_hat, self.cutoff))
+            masses.append(self.law.mass_above(a) - self.law.mass_above(float(hi)))
+        return np.array(edges, dtype=float).reshape(-1, 2), np.array(masses, dtype=float)
+
     # ----------------------------------------------------------------------- CDFs
     def _mass_above(self, x: np.ndarray) -> np.ndarray:
         return np.array([self.law.mass_above(float(v)) for v in np.ravel(x)]).reshape(np.shape(x))

@@ -33,7 +33,7 @@ def test_repository_checks_name_the_missing_file(tmp_path) -> None:
     with pytest.raises(ValueError, match="data/SE/x.csv is missing"):
         pf.read_table(root, "data/SE/x.csv")
     with pytest.raises(ValueError, match="figure must be one of"):
-        pf.draw_figure(1, tmp_path, tmp_path / "out")
+        pf.draw_figure(7, tmp_path, tmp_path / "out")
 
 
 def test_deviation_of_points_from_a_curve() -> None:
@@ -45,3 +45,64 @@ def test_deviation_of_points_from_a_curve() -> None:
     assert d["n"] == 2 and d["max_abs_diff"] == pytest.approx(0.01)
     assert d["max_abs_z"] == pytest.approx(1.0)
     assert pf._deviation(a[:1], theory[:1], a, theory, a) == {}
+
+
+LABEL_HEADER = ("alpha,D,L,rho,rho_star,lambda,Delta,MSE_mean,MSE_std,test_err_mean,test_err_std,"
+                "train_data_loss_mean,train_reg_loss_mean,train_total_loss_mean,train_total_loss_std,"
+                "test_err_mean_noise,test_err_std_noise")
+
+
+def _fake_repo(tmp_path, rel: str, text: str):
+    (tmp_path / pf.MARKER).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / pf.MARKER).write_text("alpha\n0.1\n")
+    (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / rel).write_text(text)
+    return pf.check_repo(tmp_path)
+
+
+def test_adam_points_in_the_engines_units(tmp_path) -> None:
+    """Their label-task columns are sums over N_TEST = 2000 test inputs and objectives at
+    d; the engine's are per input and per d^2 (rows: data/beta/lam_0.01_Delta_in0.50_D100_beta05.csv,
+    alpha 0.005 and 0.2577, and a d = 200 row as in their data/seq2seq label file)."""
+    runs = pf.ADAM_FILES["beta05_noise0.50"]
+    rows = ["0.005,100.0,2.0,1.0,0.5,0.01,0.0,1.50522,0.02,371.52469,10.0,6.0,0.89367,6.89367,0.5,413.98735,12.0",
+            "0.2577,100.0,2.0,1.0,0.5,0.01,0.0,0.29888,0.01,76.913,4.0,60.0,29.57685,89.57685,1.0,136.61972,6.0",
+            "0.3,200.0,2.0,1.0,0.5,0.01,0.0,0.25,0.01,60.0,4.0,200.0,100.0,300.0,1.0,120.0,6.0"]
+    root = _fake_repo(tmp_path, runs.rel, LABEL_HEADER + "\n" + "\n".join(rows) + "\n")
+    pts = pf.adam_points(root, runs)
+    assert pts["test"][1] == pytest.approx(76.913 / 2000)
+    assert pts["test_noisy"][1] == pytest.approx(136.61972 / 2000)
+    assert pts["test_std"][1] == pytest.approx(4.0 / 2000)
+    assert pts["train"][1] == pytest.approx(89.57685 / 100**2)
+    assert pts["train"][2] == pytest.approx(300.0 / 200**2)
+    assert pts["mse"][0] == pytest.approx(1.50522)
+    # a file whose noisy and clean errors agree did not run with noise
+    clean = [",".join(r.split(",")[:-2] + [r.split(",")[9], r.split(",")[10]]) for r in rows]
+    (tmp_path / runs.rel).write_text(LABEL_HEADER + "\n" + "\n".join(clean) + "\n")
+    with pytest.raises(ValueError, match="noisy and clean test errors agree.*Delta = 0.5"):
+        pf.adam_points(root, runs)
+    # more_tokens files say lam_0.01 in their names and ran lambda 0.001
+    with pytest.raises(ValueError, match="lambda .* in the file, the setting says lambda 0.001"):
+        pf.adam_points(root, pf.AdamRuns(runs.rel, noise=0.5, lreg=0.001))
+
+
+def test_adam_points_seq2seq_is_per_input_and_noisy(tmp_path) -> None:
+    """Their seq2seq test error is already per input and entry, against the noisy label
+    (GD_seq2seq.py); its data loss is divided by d, so total / d^2 is again the engine's
+    objective per d^2 (row: data/seq2seq/lam_0.01_Delta_in0.50_D100_seq2seq.csv, alpha 0.2564)."""
+    runs = pf.ADAM_FILES["seq2seq_noise0.50"]
+    header = ("alpha,D,L,rho,rho_star,lambda,Delta,MSE_mean,MSE_std,test_err_mean,test_err_std,"
+              "train_data_loss_mean,train_reg_loss_mean,train_total_loss_mean,train_total_loss_std")
+    row = "0.25643,100.0,2.0,1.0,0.5,0.01,0.5,0.3855,0.01,0.19384,0.005,40.0,58.97862,98.97862,1.0"
+    pts = pf.adam_points(_fake_repo(tmp_path, runs.rel, header + "\n" + row + "\n"), runs)
+    assert "test" not in pts and pts["test_noisy"][0] == pytest.approx(0.19384)
+    assert pts["train"][0] == pytest.approx(98.97862 / 1e4)
+
+
+def test_theory_alphas_follow_their_figure6_axis() -> None:
+    """Figure 6 plots x = alpha (K - 1)/2: T = 5 (K - 1 = 14) reaches x = 0.5 at their
+    largest alpha, 1/14 (data/more_tokens/*T5*: alpha up to 0.0714)."""
+    a5 = pf._theory_alphas(10, 5)
+    assert a5[-1] == pytest.approx(1 / 14) and a5[0] == pytest.approx(0.005 / 7)
+    a2 = pf._theory_alphas(10, 2)
+    assert np.all(np.diff(a2) > 0) and set(np.linspace(0.05, 0.5, 10)) <= set(a2)
