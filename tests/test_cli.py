@@ -517,6 +517,30 @@ def test_softmax_channels_need_two_tokens(capsys, channel) -> None:
     assert_one_line_error(err, "argument --L", ">= 2")
 
 
+@pytest.mark.parametrize("name, message", [("sp.png", "must end in .csv"), ("sp", "must end in .csv"),
+                                           ("", "empty path"), ("  ", "empty path")])
+def test_se_spectrum_name_cannot_collide_with_its_plot(capsys, tmp_path: Path, monkeypatch,
+                                                       name: str, message: str) -> None:
+    """Issue 29 items 2 and 11: `se --spectrum sp.png` wrote the PNG over the CSV, and an
+    empty path was silently ignored."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "se", "--spectrum", name)
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "argument --spectrum", message)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("cmd", [["quickstart"], ["thresholds"], ["phase-diagram"], ["validate"],
+                                 ["scaling"], ["spectrum"], ["compare"]])
+def test_empty_out_is_refused(capsys, tmp_path: Path, monkeypatch, cmd: list[str]) -> None:
+    """Issue 29 item 11: `quickstart --out ''` wrote into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *cmd, "--out", "")
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "argument --out", "empty path")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_paths_are_checked_before_computing(capsys, tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
     code, out, err = run(capsys, "se", "--spectrum", str(tmp_path / "adir"))
@@ -687,3 +711,10 @@ def test_phase_diagram_bayes_without_a_bayes_channel_fails_before_the_grid(capsy
                        "--bayes", "--out", str(tmp_path / "pd"))
     assert code == 2 and "argument --bayes" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "pd").exists()
+
+
+def test_erm_refuses_repeated_seeds(capsys) -> None:
+    """Issue 29 item 9: `erm --seeds 0 0` counted one run as two seeds (standard error 0)."""
+    code, out, err = run(capsys, "erm", "--seeds", "0", "3", "0")
+    assert code == 2 and out == ""
+    assert_one_line_error(err, "argument --seeds", "each seed once", "0")

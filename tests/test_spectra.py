@@ -138,3 +138,45 @@ def test_spectrum_figure_ticks_and_legends_are_readable(tmp_path, monkeypatch):
     assert any("equal" in t for t in labels)
     for ax in fig.axes[:2]:
         assert ax.get_ylim()[1] >= 1.4 * max(p.get_height() for p in ax.patches)
+
+
+def test_bulk_components_match_a_sampled_matrix():
+    """The pieces of Shat's continuous spectrum against one sampled B = mh S0 + sqrt(qh) Z
+    at d = 1500, soft-thresholded as the nuclear-norm denoiser does: each piece's mass and
+    edges.  Hats: the authors' stored fixed point at alpha 40 (kappa0 0.5, lreg 0.01,
+    Delta 0.5; their data/spectra/theory_spectra.csv, m_hat 50.77102913796269, q_hat
+    6.802897218140043, sigma_hat 57.88127088265144 -> the engine's m_hat / 2, q_hat / 4,
+    sigma_hat / 2), where the bulk has split; the upper piece holds the target's rank
+    fraction 0.5.  Tolerances: a piece's mass counts eigenvalues, O(1/d) plus the
+    sampling of S0's spectrum (O(d^-1/2) in a count near the gap; 3 / sqrt(d) allowed);
+    edges are approached like a square root, so the sampled extremes sit inside them."""
+    from amp_attention.denoisers import denoiser_for
+    from amp_attention.targets import target_measure
+
+    mh, qh, vh = 50.77102913796269 / 2, 6.802897218140043 / 4, 57.88127088265144 / 2
+    den = denoiser_for(Learner(1.0, 0.005))
+    sp = PredictedSpectrum.from_hats(target_measure(WishartTarget(0.5)), den, 1.0, mh, qh, vh,
+                                     math.nan)
+    edges, masses = sp.bulk_components
+    assert edges.shape == (2, 2) and np.all(np.diff(edges.ravel()) > 0)
+    assert masses[1] == pytest.approx(0.5, abs=1e-6)
+    assert masses.sum() == pytest.approx(sp.law.mass_above(sp.cutoff), abs=1e-12)
+    d = 1500
+    rng = np.random.default_rng(7)
+    X = rng.standard_normal((d, d // 2))
+    S0 = X @ X.T / math.sqrt(d * (d // 2))  # Wishart target of ratio 1/2, Tr(S0^2)/d -> 1.5
+    G = rng.standard_normal((d, d))
+    Z = (G + G.T) / math.sqrt(2 * d)
+    nu = np.linalg.eigvalsh(mh * S0 + math.sqrt(qh) * Z)
+    s = den.spectral_function(nu[nu > sp.cutoff], vh, sp.cutoff)
+    gap = 0.5 * (edges[0, 1] + edges[1, 0])
+    assert np.mean(s > gap) * len(s) / d == pytest.approx(masses[1], abs=3 / math.sqrt(d))
+    assert np.mean(s <= gap) * len(s) / d == pytest.approx(masses[0], abs=3 / math.sqrt(d))
+    # the gap is empty (its inner 80 %: edges fluctuate), nothing beyond the top edge, and
+    # the counts along both pieces follow the predicted CDF
+    width = edges[1, 0] - edges[0, 1]
+    assert not np.any((s > edges[0, 1] + 0.1 * width) & (s < edges[1, 0] - 0.1 * width))
+    assert s.max() <= edges[1, 1] * 1.01
+    xs = np.concatenate([np.linspace(*edges[0], 5), np.linspace(*edges[1], 7)])
+    counted = 1.0 - np.array([np.sum(s > x) for x in xs]) / d
+    assert np.max(np.abs(counted - sp.cdf_S(xs))) <= 3 / math.sqrt(d)

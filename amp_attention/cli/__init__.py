@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.threads is not None:
             check_min_int("--threads", args.threads, 1)
+        for name in ("out", "spectrum"):  # '' would mean the current directory, or nothing
+            value = getattr(args, name, None)
+            if isinstance(value, str) and not value.strip():
+                raise CLIError(f"argument --{name}: empty path")
         with thread_policy(args.threads):
             return int(args.func(args))
     except KeyboardInterrupt:

@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
         refuse_given(args, ("seed0",), "applies only with --n-seeds (--seeds lists the seeds)")
         seeds = list(args.seeds)
         flag = "--seeds"
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        if repeated:  # one data set counted twice would shrink the standard error
+            raise CLIError(f"argument --seeds: each seed once, got {', '.join(map(str, repeated))} "
+                           "more than once")
     else:
         n_seeds = 4 if args.n_seeds is None else args.n_seeds
         check_min_int("--n-seeds", n_seeds, 1)

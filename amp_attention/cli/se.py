@@ -115,7 +115,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--spectrum", metavar="FILE", default=None,
                    help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
                         "sigma, density_W; header comment with params and atom masses) and a "
-                        "plot to FILE with suffix .png")
+                        "plot to FILE with suffix .png; FILE must end in .csv")
     se.set_defaults(func=run)
 
 
@@ -140,9 +140,15 @@ def run(args: argparse.Namespace) -> int:
     check_min_int("--max-iter", args.max_iter, 1)
     if not (math.isfinite(args.damping) and 0.0 < args.damping <= 1.0):
         raise CLIError(f"argument --damping: must lie in (0, 1], got {args.damping!r}")
+    if args.spectrum is not None and not args.spectrum.strip():
+        raise CLIError("argument --spectrum: empty path (give FILE.csv)")
     spectrum_path = Path(args.spectrum) if args.spectrum else None
     if spectrum_path is not None:
         prepare_path(spectrum_path)
+        # the plot goes to FILE with suffix .png: a FILE ending in .png would be overwritten
+        if spectrum_path.suffix.lower() != ".csv":
+            raise CLIError(f"argument --spectrum: FILE must end in .csv (the plot is written "
+                           f"beside it with suffix .png), got {args.spectrum!r}")
 
     # the CLI is the top floor: it may see solvers
     from amp_attention.solvers.state_evolution import solve_state_evolution
@@ -177,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         _print_se_table(params, fields)
     if spectrum_path is not None and result.spectrum is not None:
         png = write_spectrum(spectrum_path, result.spectrum, params)
-        print(f"{PROG}: wrote {spectrum_path} and {png}", file=info)
+        print(f"{PROG}: wrote {spectrum_path} (CSV) and {png} (PNG)", file=info)
     if result.finite_size_warning:
         print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
     if result.replica_symmetry_warning:

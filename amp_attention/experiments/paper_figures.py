@@ -775,12 +775,13 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32,
 
 
 def adam_file_check(root: Path, key: str, theory_rows: list[dict],
-                    allowance: dict[str, float]) -> dict:
+                    allowance: dict[str, tuple[list[float], list[float]]]) -> dict:
     """Every point of their Adam file ``ADAM_FILES[key]`` inside the theory's alpha range
     against the engine's SE curve (``theory_rows``: saved SE rows of the file's setting):
-    the point passes where |theirs - SE| <= 3 sem(theirs) + allowance[field] (the
-    allowance measured by :func:`adam_allowance` at the setting).  Per field: points,
-    points outside, their alphas and the largest excess in units of the bound."""
+    the point passes where |theirs - SE| <= 3 sem(theirs) + A(alpha), A the allowance
+    measured by :func:`adam_allowance` at the setting, ``allowance[field] = (alphas,
+    values)``, linear in alpha between the measured points and constant beyond them.
+    Per field: points, points outside, their alphas and the largest |dev| / bound."""
     f = ADAM_FILES[key]
     sim = adam_points(root, f)
     rs = _converged(theory_rows)
@@ -792,9 +793,13 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
         inside = (sim["alpha"] >= a.min()) & (sim["alpha"] <= a.max())
         th = theory_at(a, np.array([r[field] for r in rs]), sim["alpha"][inside])
         dev = sim[col][inside] - th
-        bound = 3.0 * sim[f"{col}_std"][inside] / math.sqrt(ADAM_RUNS) + allowance[field]
+        xa, va = (np.asarray(v, dtype=float) for v in allowance[field])
+        order = np.argsort(xa)
+        allow = np.interp(sim["alpha"][inside], xa[order], va[order])
+        bound = 3.0 * sim[f"{col}_std"][inside] / math.sqrt(ADAM_RUNS) + allow
         bad = np.abs(dev) > bound
-        out["fields"][field] = {"allowance": allowance[field], "points": int(inside.sum()),
+        out["fields"][field] = {"allowance": [float(allow.min()), float(allow.max())],
+                                "points": int(inside.sum()),
                                 "outside": int(bad.sum()),
                                 "alphas_outside": sim["alpha"][inside][bad].round(5).tolist(),
                                 "max_dev_over_bound": float(np.max(np.abs(dev) / bound))}
