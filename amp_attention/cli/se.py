@@ -140,8 +140,6 @@ def run(args: argparse.Namespace) -> int:
     check_min_int("--max-iter", args.max_iter, 1)
     if not (math.isfinite(args.damping) and 0.0 < args.damping <= 1.0):
         raise CLIError(f"argument --damping: must lie in (0, 1], got {args.damping!r}")
-    if args.spectrum is not None and not args.spectrum.strip():
-        raise CLIError("argument --spectrum: empty path (give FILE.csv)")
     spectrum_path = Path(args.spectrum) if args.spectrum else None
     if spectrum_path is not None:
         prepare_path(spectrum_path)

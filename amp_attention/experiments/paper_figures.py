@@ -31,7 +31,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..files import atomic_write_json
+from ..files import atomic_write_json, read_checkpoint
 from ..paper import PaperSetting, alpha_bar, interpolation_alpha_bar, to_paper_columns
 from ..spec import Learner, Problem, Task, WishartTarget
 
@@ -84,11 +84,9 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     status and left out of the figure (the figure's JSON lists it).  ``saved_only``:
     solve nothing, return the saved points (a point not yet solved has status
     "not computed").  ``x0``: the (m, q, V) the first point starts from."""
-    import json
-
     from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
-    done = json.loads(checkpoint.read_text()) if checkpoint.exists() else {}
+    done = read_checkpoint(checkpoint) or {}
     mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed)
     out = []
     for p in problems:
@@ -137,9 +135,15 @@ def _run_curves(curves: dict[str, list[Problem]], out: Path, mc_log2n: int, work
 
 FIG1_KAPPAS = (0.2, 0.5, 0.8)
 FIG1_SPECTRA = (0.1, 0.5, 4.0, 40.0)
+#: their lambda in Figure 1 (engine lam = lreg / 2), logit noise Delta 0.5
+FIG1_LREG = 0.01
 
 
-def fig1_spectrum(row: dict, kappa0: float, lreg: float = 0.01):
+def _fig1_problem(alpha: float, kappa0: float) -> Problem:
+    return PaperSetting(float(alpha), FIG1_LREG, kappa0, 0.5).problem()
+
+
+def fig1_spectrum(row: dict, kappa0: float, lreg: float = FIG1_LREG):
     """The engine's predicted spectrum (``PredictedSpectrum``) at a saved SE row of
     Figure 1's setting (factorised learner kappa 1, lam = lreg / 2)."""
     from ..solvers.predicted_spectrum import PredictedSpectrum
@@ -172,7 +176,7 @@ def bulk_split(rows: list[dict], kappa0: float, checkpoint: Path, mc_log2n: int,
     lo, hi = ok[j - 1], ok[j]
     for _ in range(iters):
         a = math.sqrt(lo["alpha"] * hi["alpha"])
-        (r,) = se_curve([PaperSetting(a, 0.01, kappa0, 0.5).problem()], checkpoint, mc_log2n,
+        (r,) = se_curve([_fig1_problem(a, kappa0)], checkpoint, mc_log2n,
                         max_iter=max_iter, x0=(lo["m"], lo["q"], lo["V"]))
         if r["status"] != "converged":
             break
@@ -192,8 +196,7 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     from ..plotting import plt, save_figure
 
     alphas = np.unique(np.concatenate([np.geomspace(0.02, 60.0, points), FIG1_SPECTRA]))
-    curves = {f"fig1_kappa0_{k:g}": [PaperSetting(float(a), 0.01, k, 0.5).problem() for a in alphas]
-              for k in FIG1_KAPPAS}
+    curves = {f"fig1_kappa0_{k:g}": [_fig1_problem(a, k) for a in alphas] for k in FIG1_KAPPAS}
     theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
     splits = {}
     for k in FIG1_KAPPAS:
@@ -365,19 +368,26 @@ def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:
     return PchipInterpolator(a, theory, extrapolate=False)(at)
 
 
-def _deviation(a, theory, a_sim, sim, std) -> dict:
+def _deviation(a, theory, a_sim, sim, std, relative: bool = False) -> dict:
     """Simulation minus theory (:func:`theory_at`) at the simulation's alphas inside the
-    theory's range: median and largest |difference|, and in units of ``std`` (per point)."""
+    theory's range: median and largest |difference|, and in units of ``std`` (per point);
+    ``relative``: also relative to the theory (``median_rel``, ``max_abs_rel``)."""
     if a.size < 2:
         return {}
     inside = (a_sim >= a.min()) & (a_sim <= a.max())
     if not np.any(inside):
         return {}
-    diff = sim[inside] - theory_at(a, theory, a_sim[inside])
+    ref = theory_at(a, theory, a_sim[inside])
+    diff = sim[inside] - ref
     z = diff / np.maximum(std[inside], 1e-12)
-    return {"n": int(inside.sum()), "median_diff": float(np.median(diff)),
-            "max_abs_diff": float(np.max(np.abs(diff))), "median_z": float(np.median(z)),
-            "max_abs_z": float(np.max(np.abs(z)))}
+    out = {"n": int(inside.sum()), "median_diff": float(np.median(diff)),
+           "max_abs_diff": float(np.max(np.abs(diff))), "median_z": float(np.median(z)),
+           "max_abs_z": float(np.max(np.abs(z)))}
+    if relative:
+        rel = diff / np.maximum(np.abs(ref), 1e-12)
+        out["median_rel"] = float(np.median(rel))
+        out["max_abs_rel"] = float(np.max(np.abs(rel)))
+    return out
 
 
 # ---------------------------------------------------------------- Figure 3
@@ -551,6 +561,11 @@ def adam_points(root: Path, runs: AdamRuns) -> dict[str, np.ndarray]:
     return out
 
 
+def _alpha_of_x(x: float | np.ndarray, T: int):
+    """alpha at Figure 6's abscissa x = alpha (K - 1)/2 (alpha itself at T = 2)."""
+    return 2.0 * x / alpha_bar(1.0, T)
+
+
 def _theory_alphas(points: int, T: int) -> np.ndarray:
     """Theory alphas for Figures 4-6, ascending: x = alpha (K - 1)/2 (alpha itself at
     T = 2) at 0.005 (their first alpha), 0.0075, 0.01, 0.0175, 0.025, 0.0375, ``points``
@@ -560,7 +575,7 @@ def _theory_alphas(points: int, T: int) -> np.ndarray:
     grid = np.linspace(0.05, 0.5, points)
     x = np.sort(np.concatenate([[0.005, 0.0075, 0.01, 0.0175, 0.025, 0.0375], grid,
                                 0.5 * (grid[1:] + grid[:-1])]))
-    return x * 2.0 / (T * (T + 1) // 2 - 1)
+    return _alpha_of_x(x, T)
 
 
 def _adam_curves(files: list[AdamRuns], points: int) -> dict[str, list[Problem]]:
@@ -571,31 +586,29 @@ def _converged(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "converged"]
 
 
+def _curve_values(rows: list[dict], field: str) -> tuple[np.ndarray, np.ndarray]:
+    """(alphas, values) of ``field`` along the converged SE rows of a curve; "train" is
+    the authors' training objective per d^2, 2 alpha ``loss``."""
+    rs = _converged(rows)
+    a = np.array([r["alpha"] for r in rs], dtype=float)
+    return a, np.array([2.0 * r["alpha"] * r["loss"] if field == "train" else r[field]
+                        for r in rs], dtype=float)
+
+
 def adam_deviation(rows: list[dict], sim: dict[str, np.ndarray], field: str,
                    sim_key: str) -> dict:
     """Their Adam means minus the engine's curve (``field`` of the SE rows; "train": 2 alpha
     loss), in absolute terms, relative to the theory, and in units of the standard error
     of their :data:`ADAM_RUNS`-run mean (what a seed error of the mean is)."""
-    rs = _converged(rows)
-    a = np.array([r["alpha"] for r in rs])
-    th = np.array([2.0 * r["alpha"] * r["loss"] if field == "train" else r[field] for r in rs])
-    out = _deviation(a, th, sim["alpha"], sim[sim_key],
-                     sim[f"{sim_key}_std"] / math.sqrt(ADAM_RUNS))
-    if out:
-        inside = (sim["alpha"] >= a.min()) & (sim["alpha"] <= a.max())
-        ref = theory_at(a, th, sim["alpha"][inside])
-        rel = (sim[sim_key][inside] - ref) / np.maximum(np.abs(ref), 1e-12)
-        out["median_rel"] = float(np.median(rel))
-        out["max_abs_rel"] = float(np.max(np.abs(rel)))
-    return out
+    a, th = _curve_values(rows, field)
+    return _deviation(a, th, sim["alpha"], sim[sim_key],
+                      sim[f"{sim_key}_std"] / math.sqrt(ADAM_RUNS), relative=True)
 
 
 def _adam_panel(ax, rows: list[dict], sim: dict[str, np.ndarray], field: str, sim_key: str,
                 color, label: str, x_scale: float = 1.0, marker: str = "o",
                 draw_theory: bool = True) -> None:
-    rs = _converged(rows)
-    a = np.array([r["alpha"] for r in rs])
-    th = [2.0 * r["alpha"] * r["loss"] if field == "train" else r[field] for r in rs]
+    a, th = _curve_values(rows, field)
     if draw_theory:
         ax.plot(a * x_scale, th, "-", color=color, lw=1.5, label=f"engine SE, {label}")
     ax.errorbar(sim["alpha"] * x_scale, sim[sim_key], sim[f"{sim_key}_std"], fmt=marker, ms=2.5,
@@ -683,7 +696,7 @@ def figure6(root: Path, out: Path, **kw) -> dict:
     return _adam_figure(6, root, out, panels,
                         r"Figure 6: T tokens, $\beta$ = 1, $\lambda$ = 0.001, d = 100",
                         "test error (fresh noisy label)", r"$\alpha\,(K - 1)/2$, K = T(T+1)/2",
-                        x_scale=lambda f: alpha_bar(1.0, f.T) / 2.0, **kw)
+                        x_scale=lambda f: 1.0 / _alpha_of_x(1.0, f.T), **kw)
 
 
 # ---------------------------------------------------------------- finite-size allowance
@@ -715,17 +728,15 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32,
     A = (|delta(d2)| + 3 sem(d2)) sqrt(d2 / 100), and their point passes where
     |theirs - SE| <= 3 sem(theirs) + A.  Every finished run is saved to ``checkpoint``
     (JSON, atomically) before the next starts; a rerun skips the saved ones."""
-    import json
-
     from ..adam import train_layer
     from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
     f = ADAM_FILES[key]
-    alpha = float(x) * 2.0 / (f.T * (f.T + 1) // 2 - 1)
+    alpha = _alpha_of_x(float(x), f.T)
     if f.task == "seq2seq":
         raise ValueError("key: the allowance is measured on the label task (the engine's Adam "
                          "trains the L x L output; seq2seq shares its SE, docs/theory.md 16.4)")
-    done = json.loads(checkpoint.read_text()) if checkpoint and checkpoint.exists() else {}
+    done = (read_checkpoint(checkpoint) if checkpoint else None) or {}
 
     def save():
         if checkpoint:
@@ -784,14 +795,13 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
     Per field: points, points outside, their alphas and the largest |dev| / bound."""
     f = ADAM_FILES[key]
     sim = adam_points(root, f)
-    rs = _converged(theory_rows)
-    a = np.array([r["alpha"] for r in rs])
     out: dict = {"file": f.rel, "setting": f.curve, "fields": {}}
     for field, col in ALLOWANCE_FIELDS.items():
+        a, values = _curve_values(theory_rows, field)
         if col not in sim or field not in allowance or a.size < 2:
             continue
         inside = (sim["alpha"] >= a.min()) & (sim["alpha"] <= a.max())
-        th = theory_at(a, np.array([r[field] for r in rs]), sim["alpha"][inside])
+        th = theory_at(a, values, sim["alpha"][inside])
         dev = sim[col][inside] - th
         xa, va = (np.asarray(v, dtype=float) for v in allowance[field])
         order = np.argsort(xa)
