@@ -38,6 +38,8 @@ from .erm import (N_TEST_MIN, objective_S, objective_W,
                             population_error)
 from .operators import check_token_dtype, preactivations, tokens_in
 from .result import Result, Status
+from .seq2seq import (TASKS, check_seq2seq_channel, seq2seq_objective, seq2seq_population_error,
+                      seq2seq_train_error)
 from .threads import under_thread_policy
 
 OPTIMISERS = ("adam", "gd")
@@ -112,10 +114,17 @@ class AdamRun(Result):
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("params", "S")
 
 
-def _objective(X, y, P, channel, lam, elementwise: bool):
+def _objective(X, y, P, channel, lam, elementwise: bool, task: str = "label"):
+    if task == "label":
+        if elementwise:
+            return objective_S(X, y, P, channel, lam, "elementwise")
+        return objective_W(X, y, P, channel, lam)
     if elementwise:
-        return objective_S(X, y, P, channel, lam, "elementwise")
-    return objective_W(X, y, P, channel, lam)
+        return seq2seq_objective(X, y, P, channel, lam, "elementwise")
+    p, d = P.shape
+    c = math.sqrt(p * d)
+    R, Z = seq2seq_objective(X, y, (P.T @ P) / c, channel, lam, "factorised")
+    return R, (2.0 / c) * (P @ Z)
 
 
 def _penalty_grad(P: np.ndarray, lam: float, d: int, elementwise: bool) -> np.ndarray:
@@ -147,15 +156,26 @@ def train(
     elementwise: bool = False,
     options: AdamOptions | None = None,
     record_every: int = 10,
+    task: str = "label",
 ) -> AdamRun:
     """Minimise R from the start P0 (W0 of shape (p, d), or S0 of shape (d, d) with
-    ``elementwise``) by Adam or GD; see the module docstring.  Overflow is
+    ``elementwise``) by Adam or GD; see the module docstring.  ``task`` "label" trains
+    the channel's loss 1/2 ||y - g(h)||^2; "seq2seq" the paper's 1/2 ||(A - A*) X||_F^2 / d
+    (:mod:`amp_attention.seq2seq`; softmax channel, y = A*).  Overflow is
     detected and reported as divergence (no floating-point warnings)."""
+    _check_task(task, channel)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _train(X, y, channel, lam, P0, elementwise, options, record_every)
+        return _train(X, y, channel, lam, P0, elementwise, options, record_every, task)
 
 
-def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRun:
+def _check_task(task: str, channel) -> None:
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}")
+    if task == "seq2seq":
+        check_seq2seq_channel(channel)
+
+
+def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> AdamRun:
     opts = options or AdamOptions()
     t0 = time.perf_counter()
     n, _, d = X.shape
@@ -169,7 +189,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
     m = np.zeros_like(P)
     v = np.zeros_like(P)
     lr = float(opts.lr)
-    R, G = _objective(X, y, P, channel, lam, elementwise)
+    R, G = _objective(X, y, P, channel, lam, elementwise, task)
     g0 = max(float(np.linalg.norm(G)), 1e-300)
     best, since, history = R, 0, [(0, R / n, 1.0, lr)]
     order = rng.permutation(n)
@@ -184,7 +204,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                 order, pos, epoch_end = rng.permutation(n), 0, True
             idx = np.sort(order[pos:pos + B])
             pos += B
-            _, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise)
+            _, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise, task)
             gpen = _penalty_grad(P, lam, d, elementwise)
             G = (n / B) * (Gb - gpen) + gpen
         if opts.optimiser == "adam":
@@ -196,7 +216,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                                                 "(lower the learning rate)")
             break
         if B == n:
-            R, G = _objective(X, y, P, channel, lam, elementwise)
+            R, G = _objective(X, y, P, channel, lam, elementwise, task)
             if not (math.isfinite(R) and np.all(np.isfinite(G))):
                 status, message = Status.DIVERGED, (f"at iteration {it}: non-finite loss "
                                                     "(lower the learning rate)")
@@ -207,7 +227,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                 history.append((it, R / n, gnorm, lr))
                 break
         elif epoch_end:
-            R, _ = _objective(X, y, P, channel, lam, elementwise)
+            R, _ = _objective(X, y, P, channel, lam, elementwise, task)
             gnorm = math.nan
         else:
             continue
@@ -225,7 +245,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every) -> AdamRu
                     message = f"learning rate below lr_min = {opts.lr_min:g}"
                     converged = True
                     break
-    R, G = _objective(X, y, P, channel, lam, elementwise)
+    R, G = _objective(X, y, P, channel, lam, elementwise, task)
     gnorm = float(np.linalg.norm(G)) / g0
     c = 1.0 if elementwise else math.sqrt(P.shape[0] * d)
     S = P if elementwise else (P.T @ P) / c
@@ -289,6 +309,7 @@ def train_layer(
     target_spectrum: str = "sampled",
     n_test: int | None = None,
     dtype: str = "float64",
+    task: str = "label",
 ) -> LayerResult:
     """Draw a data set (as :func:`~amp_attention.data.generate_dataset`),
     train the layer of ``problem.learner`` with :func:`train`, and measure it.
@@ -299,12 +320,16 @@ def train_layer(
     test set has max(n, 20000) samples unless ``n_test`` is given.  ``dtype="float32"``
     trains on float32 tokens: the GEMMs over the data run in float32, the weights,
     the Adam moments and everything d x d stay float64 (:mod:`amp_attention.operators`).
+    ``task="seq2seq"`` trains the paper's seq2seq loss on the same data (labels A*,
+    outputs A X; :mod:`amp_attention.seq2seq`), and train_error, test_error and
+    test_error_noisy are then ||(A - A*) X||_F^2 / d per input.
     """
     if init not in INITS:
         raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
     if not (math.isfinite(init_scale) and init_scale > 0):
         raise ValueError(f"init_scale must be a number in (0, inf), got {init_scale!r}")
     ch = channel_for(problem.task) if channel is None else channel
+    _check_task(task, ch)
     check_token_dtype(dtype)
     data = generate_dataset(problem, d, seed, target_spectrum, channel=ch)
     learner = problem.learner
@@ -317,11 +342,15 @@ def train_layer(
         p = max(1, int(round(learner.kappa * d)))
         P0 = (1e-3 if init == "small" else init_scale) * rng.standard_normal((p, d))
     run = train(tokens_in(data.X, dtype), data.y, ch, learner.lam, P0, elementwise=elementwise,
-                options=options)
+                options=options, task=task)
     S, S0 = run.S, data.S0
-    train_err = float(np.mean(np.sum((data.y - ch.outputs(preactivations(data.X, S))) ** 2, axis=1)))
     nt = max(data.n, N_TEST_MIN) if n_test is None else int(n_test)
-    test, test_se, test_noisy = population_error(ch, S0, S, nt, problem.task.L, seed)
+    if task == "seq2seq":
+        train_err = seq2seq_train_error(data.X, data.y, S, ch)
+        test, test_se, test_noisy = seq2seq_population_error(ch, S0, S, nt, problem.task.L, seed)
+    else:
+        train_err = float(np.mean(np.sum((data.y - ch.outputs(preactivations(data.X, S))) ** 2, axis=1)))
+        test, test_se, test_noisy = population_error(ch, S0, S, nt, problem.task.L, seed)
     return LayerResult(
         d=d, n=data.n, seed=seed, train_error=train_err, test_error=test,
         test_error_stderr=test_se, test_error_noisy=test_noisy, matrix_mse=float(np.sum((S - S0) ** 2)) / d,

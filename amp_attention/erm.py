@@ -347,18 +347,25 @@ def _solve_S_elementwise(
 def population_error(
     channel: Channel, S0: np.ndarray, S: np.ndarray, n_test: int, L: int, seed: int,
     chunk: int = 4096,
+    per_input: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[float, float, float]:
     """(clean error, its MC standard error, noisy error) on a fresh test set.
 
     Tokens (n_test, L, d) are drawn at once from default_rng([seed, 0x7E57]), then
     the test labels chunk by chunk; h is formed per chunk to bound memory.
-    A channel with an exact ``population_error(S0, S)`` (linear) is not sampled:
-    its clean error is exact (standard error 0) and the noisy one adds K Delta.
+    ``per_input(X, y, g_hat)`` gives each input's error from its tokens, label and
+    prediction (default: ||y - g_hat||^2).
+    A channel with an exact ``population_error(S0, S)`` (linear) is not sampled
+    (unless ``per_input`` is given): its clean error is exact (standard error 0) and
+    the noisy one adds K Delta.
     """
     exact = optional_member(channel, "population_error")
-    if exact is not None:
+    if exact is not None and per_input is None:
         clean = exact(S0, S)
         return clean, 0.0, clean + channel.K * channel.noise
+    if per_input is None:
+        def per_input(_X, y, g):
+            return np.sum((y - g) ** 2, axis=1)
     d = S0.shape[0]
     rng = np.random.default_rng([seed, TEST_SEED_TAG])
     X = sample_tokens(n_test, L, d, rng)
@@ -368,9 +375,8 @@ def population_error(
         Xc = X[a:a + chunk]
         H0 = preactivations(Xc, S0)
         g_hat = channel.outputs(preactivations(Xc, S))
-        clean[a:a + chunk] = np.sum((channel.outputs(H0) - g_hat) ** 2, axis=1)
-        y = channel.sample_labels(H0, rng)
-        noisy[a:a + chunk] = np.sum((y - g_hat) ** 2, axis=1)
+        clean[a:a + chunk] = per_input(Xc, channel.outputs(H0), g_hat)
+        noisy[a:a + chunk] = per_input(Xc, channel.sample_labels(H0, rng), g_hat)
     return float(clean.mean()), float(clean.std(ddof=1) / math.sqrt(n_test)), float(noisy.mean())
 
 

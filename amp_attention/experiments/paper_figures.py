@@ -714,18 +714,20 @@ def _their_mean_at(sim: dict[str, np.ndarray], key: str, alpha: float) -> tuple[
             float(np.interp(alpha, a, sim[f"{key}_std"])) / math.sqrt(ADAM_RUNS))
 
 
-def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32, 64),
+def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32, 64),
                    seeds: int = 4, mc_log2n: int = 11, checkpoint: Path | None = None,
                    options=None) -> dict:
     """The finite-size allowance at one of their settings (``ADAM_FILES[key]``) and
     x = alpha (K - 1)/2, measured with the engine's own Adam (:func:`amp_attention.adam.train_layer`,
-    their initialisation W0 ~ N(0, 1)) at two dimensions ``ds``, ``seeds`` data sets
-    each, against the engine's SE at the same alpha.
+    their initialisation W0 ~ N(0, 1)) at two or more dimensions ``ds``, ``seeds`` data
+    sets each, against the engine's SE at the same alpha.  A seq2seq setting trains the
+    seq2seq loss (:mod:`amp_attention.seq2seq`) and, on the same data sets, the label
+    loss, and reports their paired difference per d (``seq2seq_minus_label``).
 
     The finite-d deviation delta(d) = mean(d) - SE is carried to their d = 100 with the
     slower of the two usual rates, d^-1/2 (the report gives d delta(d) and sqrt(d)
     delta(d) at both d to show which holds): the allowance is
-    A = (|delta(d2)| + 3 sem(d2)) sqrt(d2 / 100), and their point passes where
+    A = (|delta(d2)| + 3 sem(d2)) sqrt(d2 / 100), d2 the largest d,, and their point passes where
     |theirs - SE| <= 3 sem(theirs) + A.  Every finished run is saved to ``checkpoint``
     (JSON, atomically) before the next starts; a rerun skips the saved ones."""
     from ..adam import train_layer
@@ -733,14 +735,16 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32,
 
     f = ADAM_FILES[key]
     alpha = _alpha_of_x(float(x), f.T)
-    if f.task == "seq2seq":
-        raise ValueError("key: the allowance is measured on the label task (the engine's Adam "
-                         "trains the L x L output; seq2seq shares its SE, docs/theory.md 16.4)")
     done = (read_checkpoint(checkpoint) if checkpoint else None) or {}
 
     def save():
         if checkpoint:
             atomic_write_json(checkpoint, done)
+
+    def record(lr):
+        return {"status": lr.status.value, "iterations": lr.iterations, "seconds": lr.seconds,
+                "test_error": lr.test_error, "test_error_noisy": lr.test_error_noisy,
+                "matrix_mse": lr.matrix_mse}
 
     p = f.problem(alpha)
     if "se" not in done:
@@ -749,16 +753,17 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32,
                       "test_error_noisy": r.test_error_noisy, "matrix_mse": r.matrix_mse,
                       "stderr": dict(r.mc_stderr or {}), "vhat_jump_share": r.vhat_jump_share}
         save()
+    # seq2seq: the engine's Adam on the seq2seq loss, and on the label loss over the same
+    # data sets (paired: their difference is the O(d^-1/2) term of docs/theory.md 16.4)
+    tasks = ("seq2seq", "label") if f.task == "seq2seq" else ("label",)
     for d in ds:
         for seed in range(seeds):
-            k = f"d={d},seed={seed}"
-            if k in done:
-                continue
-            lr = train_layer(p, d, seed, init_scale=1.0, options=options)
-            done[k] = {"status": lr.status.value, "iterations": lr.iterations, "seconds": lr.seconds,
-                       "test_error": lr.test_error, "test_error_noisy": lr.test_error_noisy,
-                       "matrix_mse": lr.matrix_mse}
-            save()
+            for task in tasks:
+                k = f"d={d},seed={seed}" + (",label" if task != f.task else "")
+                if k not in done:
+                    done[k] = record(train_layer(p, d, seed, init_scale=1.0, options=options,
+                                                 task=task))
+                    save()
     sim = adam_points(root, f)
     out: dict = {"key": key, "file": f.rel, "x": float(x), "alpha": alpha, "ds": list(ds),
                  "seeds": seeds, "se_status": done["se"]["status"],
@@ -782,7 +787,19 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, int] = (32,
             "allowance_d100": allowance, "theirs": theirs, "their_sem": their_sem,
             "theirs_minus_se": dev, "bound": 3.0 * their_sem + allowance,
             "passes": bool(abs(dev) <= 3.0 * their_sem + allowance)}
+        if f.task == "seq2seq":
+            out["fields"][field]["seq2seq_minus_label"] = {
+                str(d): _paired_difference(done, d, seeds, field) for d in ds}
     return out
+
+
+def _paired_difference(done: dict, d: int, seeds: int, field: str) -> dict:
+    """Mean and standard error over data sets of the seq2seq run's ``field`` minus the
+    label run's on the same data set, and sqrt(d) times the mean."""
+    v = np.array([done[f"d={d},seed={s}"][field] - done[f"d={d},seed={s},label"][field]
+                  for s in range(seeds)])
+    return {"mean": float(v.mean()), "sem": float(v.std(ddof=1) / math.sqrt(seeds)),
+            "sqrt_d_times_mean": math.sqrt(d) * float(v.mean())}
 
 
 def adam_file_check(root: Path, key: str, theory_rows: list[dict],

@@ -1,11 +1,11 @@
 """The finite-size allowance for the authors' Adam points, measured with the engine's Adam.
 
     python benchmarks/paper/adam_allowance.py --repo PATH/ExtensiveAttention
-        [--points beta2_noise0.50:0.45 ...] [--ds 32 64] [--seeds 4] [--workers 2]
+        [--points beta2_noise0.50:0.45 ...] [--ds 32 64 ...] [--seeds 4] [--workers 2]
         [--out runs/paper_allowance]
 
 At each point (a key of amp_attention.experiments.paper_figures.ADAM_FILES and
-x = alpha (K - 1)/2) the engine's SE and its own Adam at two d (their initialisation,
+x = alpha (K - 1)/2) the engine's SE and its own Adam at two or more d (their initialisation,
 ``seeds`` data sets each) give the finite-d deviation and the allowance at d = 100
 (paper_figures.adam_allowance); the authors' d = 100 mean there is checked against
 SE +- (3 sem + allowance).  Every finished run is checkpointed in OUT/<key>_<x>.json; a
@@ -33,7 +33,7 @@ DEFAULT_POINTS = ([f"{k}:{x}" for x in ("0.25", "0.05") for k, f in ADAM_FILES.i
                   + ["beta2_noise0.50:0.45"])
 
 
-def _point(repo: str, spec: str, ds: tuple[int, int], seeds: int, out: str) -> dict:
+def _point(repo: str, spec: str, ds: tuple[int, ...], seeds: int, out: str) -> dict:
     key, x = spec.split(":")
     return adam_allowance(Path(repo), key, float(x), ds=ds, seeds=seeds,
                           checkpoint=Path(out) / f"{key}_{x}.json")
@@ -44,7 +44,8 @@ def main() -> int:
     ap.add_argument("--repo", required=True, help="path of a clone of PenombraET/ExtensiveAttention")
     ap.add_argument("--points", nargs="+", default=DEFAULT_POINTS,
                     help="KEY:X pairs, KEY in paper_figures.ADAM_FILES, X = alpha (K - 1)/2")
-    ap.add_argument("--ds", type=int, nargs=2, default=(32, 64), help="the two dimensions")
+    ap.add_argument("--ds", type=int, nargs="+", default=(32, 64),
+                    help="two or more dimensions, ascending (the allowance is carried from the last)")
     ap.add_argument("--seeds", type=int, default=4, help="data sets per dimension")
     ap.add_argument("--workers", type=int, default=0, help="local processes (0: here)")
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "paper_allowance")
@@ -59,6 +60,8 @@ def main() -> int:
             if key not in ADAM_FILES or not x:
                 raise ValueError(f"points: {spec!r} is not KEY:X with KEY one of {', '.join(ADAM_FILES)}")
             float(x)
+        if len(args.ds) < 2 or sorted(set(args.ds)) != list(args.ds) or args.ds[0] < 2:
+            raise ValueError(f"ds: two or more distinct ascending dimensions >= 2, got {args.ds}")
     except ValueError as exc:
         print(f"adam_allowance.py: error: {exc}", file=sys.stderr)
         return 2
@@ -74,9 +77,13 @@ def main() -> int:
             eng = [v["engine"][str(d)] for d in args.ds]
             print(f"{r['key'] + ':' + str(r['x']):24s} {field:17s} {v['se']:8.4f} "
                   + " ".join(f"{e['mean']:8.4f}+-{e['sem']:6.4f}" for e in eng)
-                  + f" {eng[0]['sqrt_d_times_delta']:7.3f}/{eng[1]['sqrt_d_times_delta']:7.3f}"
+                  + " " + "/".join(f"{e['sqrt_d_times_delta']:.3f}" for e in eng)
                   + f" {v['allowance_d100']:7.4f} {v['theirs']:8.4f}+-{v['their_sem']:6.4f}"
                   + f" {v['theirs_minus_se']:+8.4f} {v['bound']:7.4f} {'ok' if v['passes'] else 'OUTSIDE'}")
+            if "seq2seq_minus_label" in v:
+                print(f"{'':24s} {'  seq2seq - label':17s} (same data) "
+                      + " ".join(f"d={d}: {w['mean']:+.5f}+-{w['sem']:.5f} (sqrt(d)x {w['sqrt_d_times_mean']:+.4f})"
+                                 for d, w in v["seq2seq_minus_label"].items()))
     # every file: all its points against the SE curve of its setting, with the allowance
     # measured at that setting, linear in alpha between the measured points (files
     # sharing a setting share it)
