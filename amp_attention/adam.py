@@ -33,11 +33,13 @@ from typing import ClassVar
 import numpy as np
 
 from .channels import channel_for
+from .checks import Integer, OneOf, Real, check_args
 from .data import generate_dataset
 from .erm import (N_TEST_MIN, objective_S, objective_W,
                             population_error)
 from .operators import check_token_dtype, preactivations, tokens_in
 from .result import Result, Status
+from .spec import check_problem
 from .seq2seq import (TASKS, check_seq2seq_channel, seq2seq_objective, seq2seq_population_error,
                       seq2seq_train_error)
 from .threads import under_thread_policy
@@ -70,24 +72,16 @@ class AdamOptions:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.optimiser not in OPTIMISERS:
-            raise ValueError(f"optimiser must be one of {', '.join(OPTIMISERS)}, got {self.optimiser!r}")
-        for name in ("lr", "eps", "tol", "plateau_rtol", "lr_min"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-                raise ValueError(f"{name} must be a number in (0, inf), got {v!r}")
-        for name in ("beta1", "beta2"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 <= v < 1.0):
-                raise ValueError(f"{name} must lie in [0, 1), got {v!r}")
-        for name in ("max_iter", "patience"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or int(v) != v or v < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
-        if self.batch_size is not None and (isinstance(self.batch_size, bool)
-                                            or int(self.batch_size) != self.batch_size
-                                            or self.batch_size < 1):
-            raise ValueError(f"batch_size must be None or an integer >= 1, got {self.batch_size!r}")
+        positive = Real(0.0, math.inf, lo_open=True, hi_open=True)
+        check_args({"optimiser": OneOf(OPTIMISERS), "lr": positive, "eps": positive, "tol": positive,
+                    "plateau_rtol": positive, "lr_min": positive,
+                    "beta1": Real(0.0, 1.0, hi_open=True), "beta2": Real(0.0, 1.0, hi_open=True),
+                    "max_iter": Integer(1), "patience": Integer(1), "seed": Integer(0)},
+                   optimiser=self.optimiser, lr=self.lr, eps=self.eps, tol=self.tol,
+                   plateau_rtol=self.plateau_rtol, lr_min=self.lr_min, beta1=self.beta1,
+                   beta2=self.beta2, max_iter=self.max_iter, patience=self.patience, seed=self.seed)
+        if self.batch_size is not None:
+            Integer(1).check("batch_size", self.batch_size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,10 +318,9 @@ def train_layer(
     outputs A X; :mod:`amp_attention.seq2seq`), and train_error, test_error and
     test_error_noisy are then ||(A - A*) X||_F^2 / d per input.
     """
-    if init not in INITS:
-        raise ValueError(f"init must be one of {', '.join(INITS)}, got {init!r}")
-    if not (math.isfinite(init_scale) and init_scale > 0):
-        raise ValueError(f"init_scale must be a number in (0, inf), got {init_scale!r}")
+    check_problem(problem)
+    check_args({"init": OneOf(INITS), "init_scale": Real(0.0, math.inf, lo_open=True, hi_open=True)},
+               init=init, init_scale=init_scale)
     ch = channel_for(problem.task) if channel is None else channel
     _check_task(task, ch)
     check_token_dtype(dtype)

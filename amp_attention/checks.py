@@ -1,82 +1,215 @@
-"""Argument checks shared by the Python API and the CLI.
+"""Argument checks shared by the Python API and the CLI: one declarative helper.
 
-Each returns the coerced value or raises a ValueError whose message names the
-parameter and its allowed range (the CLI maps it to the flag of that name).
+A parameter's contract is a *constraint*, a small frozen object that states the
+type and the allowed set (in the manner of scikit-learn's parameter constraints):
+:class:`Real` (an interval, optionally with 0 allowed), :class:`Integer`,
+:class:`OneOf`, :class:`Flag` and :class:`InstanceOf`.  ``constraint.check(name,
+value)`` returns the coerced value or raises
+
+- :class:`ArgumentTypeError` when the *type* is wrong (``True`` or ``None`` where a
+  number is expected, a string ``'1e-8'``, a complex number): a ``TypeError`` naming
+  the argument and the type it got.  It is also a ``ValueError``, so code that treats
+  every bad argument alike (the CLI: one line, exit 2) needs one ``except``;
+- ``ValueError`` when the value is of the right type but outside the allowed set; the
+  message names the parameter and the whole allowed range.
+
+:func:`check_args` checks several arguments against a table of constraints.  The
+``check_*`` functions below are the constraints most call sites need, by name.
+bool is never a number here (``True`` is refused where a count or a real is expected).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 import numpy as np
 
 
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type (a TypeError; also a ValueError, see the module
+    docstring)."""
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _real(name: str, value: object) -> float:
+    """``value`` as a float when it is a real number (not bool, str, complex, None)."""
+    if _is_bool(value) or not isinstance(value, numbers.Real):
+        if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "fiu":
+            return float(value)
+        raise ArgumentTypeError(f"{name} must be a real number, got {_type_name(value)} {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class Real:
+    """A real number in [lo, hi] (ends open with ``lo_open`` / ``hi_open``; 0 also
+    allowed with ``zero_ok``); ``why`` says why it is bounded.  NaN is never allowed;
+    infinities only where an end is infinite and closed."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+    lo_open: bool = False
+    hi_open: bool = False
+    why: str = ""
+    zero_ok: bool = False
+
+    def interval(self) -> str:
+        return (f"{'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
+                f"{')' if self.hi_open else ']'}")
+
+    def contains(self, x: float) -> bool:
+        if x == 0.0 and self.zero_ok:
+            return True
+        above = self.lo < x if self.lo_open else self.lo <= x
+        below = x < self.hi if self.hi_open else x <= self.hi
+        return above and below and not math.isnan(x)
+
+    def check(self, name: str, value: object) -> float:
+        x = _real(name, value)
+        if self.contains(x):
+            return x
+        why = f" ({self.why})" if self.why else ""
+        if not self.why and not self.zero_ok and math.isfinite(self.lo) and self.hi == math.inf:
+            # a half-line: say the bound first (finite first where NaN or inf was given)
+            if not math.isfinite(x):
+                raise ValueError(f"{name} must be finite, got {value!r} "
+                                 f"(allowed range {self.interval()})")
+            raise ValueError(f"{name} must be {'>' if self.lo_open else '>='} {self.lo:g} "
+                             f"(allowed range {self.interval()}), got {value!r}")
+        raise ValueError(f"{name} must {'be 0 or ' if self.zero_ok else ''}lie in "
+                         f"{self.interval()}{why}, got {value!r}")
+
+
+#: finite reals
+FINITE = Real(-math.inf, math.inf, lo_open=True, hi_open=True)
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer >= minimum (and <= maximum when given).  ``integral_float``: also a
+    float with an integral value (L = 2.0); off for counts and seeds, where 64.0
+    usually hides a computed ratio passed by mistake."""
+
+    minimum: int = 0
+    maximum: int | None = None
+    integral_float: bool = False
+    why: str = ""
+
+    def _range(self) -> str:
+        if self.maximum is None:
+            return f"an integer >= {self.minimum}"
+        return f"an integer in [{self.minimum}, {self.maximum}]"
+
+    def check(self, name: str, value: object) -> int:
+        ok_float = (self.integral_float and isinstance(value, (float, np.floating))
+                    and math.isfinite(value) and float(value).is_integer())
+        if _is_bool(value) or not (isinstance(value, (int, np.integer)) or ok_float):
+            if isinstance(value, (float, np.floating)) and self.integral_float:
+                raise ValueError(f"{name} must be {self._range()}, got {value!r}")
+            raise ArgumentTypeError(f"{name} must be {self._range()}, got {_type_name(value)} {value!r}")
+        n = int(value)
+        if n < self.minimum or (self.maximum is not None and n > self.maximum):
+            why = f" ({self.why})" if self.why else ""
+            raise ValueError(f"{name} must be {self._range()}{why}, got {value!r}")
+        return n
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """One of the given strings."""
+
+    options: tuple[str, ...]
+
+    def check(self, name: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise ArgumentTypeError(f"{name} must be one of {', '.join(self.options)}; "
+                                    f"got {_type_name(value)} {value!r}")
+        if value not in self.options:
+            raise ValueError(f"{name} must be one of {', '.join(self.options)}; got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Flag:
+    """True or False (a NumPy bool too); not 0/1, not 'yes'."""
+
+    def check(self, name: str, value: object) -> bool:
+        if not _is_bool(value):
+            raise ArgumentTypeError(f"{name} must be True or False, got {_type_name(value)} {value!r}")
+        return bool(value)
+
+
+@dataclass(frozen=True)
+class InstanceOf:
+    """An instance of one of ``types`` (``what`` names them for the message); None
+    also with ``none_ok``."""
+
+    types: tuple[type, ...]
+    what: str
+    none_ok: bool = False
+
+    def check(self, name: str, value: object) -> Any:
+        if (value is None and self.none_ok) or isinstance(value, self.types):
+            return value
+        raise ArgumentTypeError(f"{name} must be {self.what}{' or None' if self.none_ok else ''}, "
+                                f"got {_type_name(value)} {value!r}")
+
+
+Constraint = Real | Integer | OneOf | Flag | InstanceOf
+
+
+def check_args(constraints: Mapping[str, Constraint], **values: object) -> dict[str, Any]:
+    """Check every ``values[name]`` against ``constraints[name]``; the coerced values."""
+    return {name: constraints[name].check(name, value) for name, value in values.items()}
+
+
+# ------------------------------------------------------ the common constraints by name
+
+
 def check_real(name: str, value: object) -> float:
-    """Coerce ``value`` to a finite float or raise a ValueError naming ``name``."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    try:
-        x = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return x
+    """A finite real number."""
+    return FINITE.check(name, value)
 
 
 def check_positive(name: str, value: object) -> float:
-    x = check_real(name, value)
-    if x <= 0.0:
-        raise ValueError(f"{name} must be > 0 (allowed range (0, inf)), got {value!r}")
-    return x
+    """A finite real > 0."""
+    return Real(0.0, math.inf, lo_open=True, hi_open=True).check(name, value)
 
 
 def check_nonnegative(name: str, value: object) -> float:
-    x = check_real(name, value)
-    if x < 0.0:
-        raise ValueError(f"{name} must be >= 0 (allowed range [0, inf)), got {value!r}")
-    return x
+    """A finite real >= 0."""
+    return Real(0.0, math.inf, hi_open=True).check(name, value)
 
 
 def check_bounded(name: str, value: object, lo: float, hi: float, why: str, *,
                   lo_open: bool = False, zero_ok: bool = False) -> float:
-    """A finite real in [lo, hi] ((lo, hi] with ``lo_open``; also 0 with ``zero_ok``),
-    else one ValueError stating the whole allowed range and ``why`` it is bounded
-    (a non-number, a NaN and an out-of-range value get the same message)."""
-    try:
-        x = check_real(name, value)
-    except ValueError:
-        x = math.nan
-    if (x == 0.0 and zero_ok) or ((lo < x) if lo_open else (lo <= x)) and x <= hi:
-        return x
-    interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
-    raise ValueError(f"{name} must {'be 0 or ' if zero_ok else ''}lie in {interval} ({why}), "
-                     f"got {value!r}")
+    """A real in [lo, hi] ((lo, hi] with ``lo_open``; also 0 with ``zero_ok``); a NaN
+    and an out-of-range value get one message stating the whole range and ``why``."""
+    return Real(lo, hi, lo_open=lo_open, why=why, zero_ok=zero_ok).check(name, value)
 
 
 def check_integer(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    n = int(value)
-    if n < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return n
+    """An integer >= ``minimum`` (an integral float accepted)."""
+    return Integer(minimum, integral_float=True).check(name, value)
 
 
 def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
-    return str(value)
+    return OneOf(tuple(allowed)).check(name, value)
 
 
 def check_count(name: str, value: object, minimum: int) -> int:
-    """A Python/NumPy integer >= ``minimum``; floats are refused even when integral (an
-    array size or a seed given as 64.0 usually hides a computed ratio passed by mistake)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    """A Python/NumPy integer >= ``minimum``; floats are refused even when integral."""
+    return Integer(minimum).check(name, value)
 
 
 def check_dimension(d: object, minimum: int = 2) -> int:

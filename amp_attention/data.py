@@ -21,7 +21,8 @@ import numpy as np
 from .channels.base import DATA_MEMBERS, Channel, check_channel
 from .checks import check_dimension, check_seed
 from .operators import preactivations
-from .spec import CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget
+from .spec import (CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget,
+                   check_problem)
 
 
 def n_samples(alpha: float, d: int) -> int:
@@ -171,10 +172,9 @@ def generate_dataset(problem: Problem, d: int, seed: int, target_spectrum: str =
     same S0, X and noise for every Delta (linear channel: y_mu,ab = h_ab(S0; x_mu)
     + sqrt(Delta) xi_mu,ab for a <= b, xi i.i.d. N(0, 1)).
     """
+    check_problem(problem)
     d = check_dimension(d)
     seed = check_seed(seed)
-    if not isinstance(problem, Problem):
-        raise ValueError("problem must be a Problem")
     task = problem.task
     channel = (task.channel_object if channel is None
                else check_channel(channel, task.L, DATA_MEMBERS))

@@ -37,14 +37,14 @@ from typing import Any, Callable, ClassVar, Iterable
 import numpy as np
 
 from .channels.base import DATA_MEMBERS, Channel, check_channel, optional_member
-from .checks import check_count, check_dimension, check_seed
+from .checks import OneOf, Real, check_args, check_count, check_dimension, check_seed
 from .data import Dataset, generate_dataset, sample_tokens
 from .operators import (check_token_dtype, measure, measure_adjoint, preactivations,
                         preactivations_adjoint, tokens_in, top_eigenvalue_sym)
 from .optim import (Evaluator, OptimRun, ProjectedGradientCriterion, apg_psd,
                     conjugate_gradient, lbfgs_over, projected_gradient_criterion)
 from .result import Result, Status, outcome
-from .spec import Problem
+from .spec import Problem, check_problem
 from .threads import under_thread_policy
 
 __all__ = [
@@ -510,10 +510,9 @@ def direct_erm(
     defaults to FLOAT32_TOL = 1e-4 there; the errors agree with float64 within seed
     error (tests/test_erm_linear.py; docs/performance.md).
     """
+    check_problem(problem)
     d = check_dimension(d)
     seed = check_seed(seed)
-    if not isinstance(problem, Problem):
-        raise ValueError("problem must be a Problem")
     task = problem.task
     channel = task.channel_object if channel is None else check_channel(channel, task.L, DATA_MEMBERS)
     _check_channel_matches(channel, task)
@@ -523,21 +522,13 @@ def direct_erm(
     max_iter = check_count("max_iter", (20000 if convex else 5000) if max_iter is None
                            else max_iter, 1)
     check_token_dtype(dtype)
-    if tol is None:
-        tol = default_tol(convex, dtype)
-    try:
-        tol = float(tol)
-    except (TypeError, ValueError):
-        raise ValueError(f"tol must be a number > 0, got {tol!r}") from None
-    if not (tol > 0.0 and math.isfinite(tol)):
-        raise ValueError(f"tol must be a number > 0, got {tol!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    positive = Real(0.0, math.inf, lo_open=True, hi_open=True)
+    tol, method, init_scale = check_args(
+        {"tol": positive, "method": OneOf(METHODS), "init_scale": positive},
+        tol=default_tol(convex, dtype) if tol is None else tol, method=method,
+        init_scale=init_scale).values()
     if method == "apg" and problem.learner.parameterisation == "elementwise":
         raise ValueError("method='apg' applies to the factorised learner only (elementwise uses L-BFGS)")
-    init_scale = float(init_scale)
-    if not (init_scale > 0.0 and math.isfinite(init_scale)):
-        raise ValueError(f"init_scale must be > 0, got {init_scale!r}")
     if data is None:
         data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
     elif not isinstance(data, Dataset):

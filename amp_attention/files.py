@@ -4,57 +4,130 @@ A file is written to a temporary name in the same directory and renamed over its
 final name (``os.replace`` is atomic on POSIX), so an interrupted run leaves either
 the complete file or none, and a resumed sweep skips exactly the points that
 finished.  One writer per format, used by every layer.
+
+Only regular files are replaced.  A symbolic link is followed: the file it points
+to is written (atomically, in that file's directory) and the link stays a link; a
+dangling link creates the file it names.  A path that exists and is not a regular
+file (a directory, a FIFO, a socket, a device such as ``/dev/full``) is refused
+with :class:`NotRegularFileError` naming it, and is left untouched.  A write that
+fails (disk full, file size limit, permissions) removes its temporary file and
+raises the OSError with ``filename`` set to the path asked for.
+
+JSON is strict (RFC 8259): NaN and infinities are written as ``null``
+(:func:`amp_attention.jsonsafe.json_safe`); readers that compute with such a value
+turn ``None`` back into NaN (:func:`amp_attention.jsonsafe.as_float`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import errno
 import json
 import os
+import stat
+import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import IO, Any, Iterable, Iterator, Sequence
+
+
+class NotRegularFileError(OSError):
+    """An output path exists and is not a regular file (directory, FIFO, socket,
+    device): it is never replaced.  ``filename`` names it."""
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+def output_target(path: Path | str) -> Path:
+    """The file that writing ``path`` replaces: ``path`` itself, or the final target of
+    a symbolic link (also of a dangling one: that file is created).  Raises
+    :class:`NotRegularFileError` when it exists and is not a regular file."""
+    path = Path(path)
+    target = Path(os.path.realpath(path))
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    except NotADirectoryError:
+        return target  # a parent is a file: opening the temporary file says so
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        where = f" (at {target}, where the link points)" if path.is_symlink() else ""
+        raise NotRegularFileError(errno.EEXIST, f"it is {kind}{where}, not a regular file; "
+                                  "refusing to replace it", str(path))
+    return target
 
 
 def _temporary(path: Path) -> Path:
     return path.with_name(f"{path.name}.tmp{os.getpid()}")
 
 
+@contextlib.contextmanager
+def _atomic(path: Path | str, mode: str, **open_kw: Any) -> Iterator[IO]:
+    """An open temporary file beside the target of ``path``, renamed over that target
+    when the block ends without an exception; on any exception (including
+    KeyboardInterrupt) the temporary file is removed and an OSError is re-raised with
+    ``filename`` = ``path``."""
+    final = output_target(path)
+    tmp = _temporary(final)
+    try:
+        with open(tmp, mode, **open_kw) as fh:
+            yield fh
+        with contextlib.suppress(OSError):  # keep the mode of the file it replaces
+            os.chmod(tmp, stat.S_IMODE(os.stat(final).st_mode))
+        os.replace(tmp, final)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, NotRegularFileError):
+            exc.filename, exc.filename2 = str(path), None
+        raise
+
+
 def atomic_write_text(path: Path | str, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temporary file + rename)."""
-    path = Path(path)
-    tmp = _temporary(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    with _atomic(path, "w") as fh:
+        fh.write(text)
 
 
 def atomic_write_json(path: Path | str, obj: Any, *, indent: int | None = None) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=indent))
+    """Write ``obj`` as strict JSON to ``path`` atomically: NaN and infinities become
+    ``null`` (JSON has neither), numpy values plain numbers."""
+    from .jsonsafe import json_safe
+
+    atomic_write_text(path, json.dumps(json_safe(obj), indent=indent, allow_nan=False))
 
 
 def atomic_write_csv(path: Path | str, header: Sequence[str], rows: Iterable[Sequence[Any]], *,
                      preamble: str = "") -> None:
     """Write a header and rows as CSV to ``path`` atomically; ``preamble`` (e.g. a
     ``# ...`` comment line with the parameters) goes before the header."""
-    path = Path(path)
-    tmp = _temporary(path)
-    with open(tmp, "w", newline="") as fh:
+    with _atomic(path, "w", newline="") as fh:
         fh.write(preamble)
         w = csv.writer(fh)
         w.writerow(list(header))
         w.writerows(rows)
-    os.replace(tmp, path)
 
 
 def atomic_write_npz(path: Path | str, **arrays: Any) -> None:
     """Write ``arrays`` as an uncompressed ``.npz`` to ``path`` atomically."""
     import numpy as np
 
-    path = Path(path)
-    tmp = _temporary(path)
-    with open(tmp, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
+    with _atomic(path, "wb") as fh:  # a file object: np.savez would append ".npz" to a name
         np.savez(fh, **arrays)
-    os.replace(tmp, path)
+
+
+def atomic_save_figure(fig: Any, path: Path | str, **kw: Any) -> Path:
+    """``fig.savefig(path, **kw)`` atomically (temporary file + rename, as the other
+    writers); the format is ``kw['format']`` or the suffix of ``path`` (default PNG)."""
+    path = Path(path)
+    kw.setdefault("format", path.suffix[1:].lower() or "png")
+    with _atomic(path, "wb") as fh:
+        fig.savefig(fh, **kw)
+    return path
 
 
 def ensure_directory(path: Path | str) -> Path:
@@ -78,17 +151,25 @@ def _aside(path: Path) -> Path:
     return aside
 
 
+def notice(message: str) -> None:
+    """One plain line ``amp-attention: notice: <message>`` on stderr (no warning
+    machinery, no source line)."""
+    print(f"amp-attention: notice: {' '.join(message.split())}", file=sys.stderr, flush=True)
+
+
 def read_checkpoint(path: Path | str, required: Sequence[str] = ()) -> dict | None:
     """The JSON object of a finished task's file, or None when there is none.
 
     A file that is not a JSON object with the ``required`` keys (truncated,
     garbage, another format) is moved aside to ``<name>.unreadable`` (numbered if
-    that is taken: nothing is deleted), a RuntimeWarning names both paths, and
-    None is returned, so that the caller computes the task again.
+    that is taken: nothing is deleted), a one-line notice on stderr names both
+    paths, and None is returned, so that the caller computes the task again.
+    Values written as NaN or infinity are ``None`` here (strict JSON).  A path that is
+    not a regular file (a FIFO would block the read) raises :class:`NotRegularFileError`,
+    as writing it would.
     """
-    import warnings
-
     path = Path(path)
+    output_target(path)
     if not path.exists():
         return None
     try:
@@ -102,6 +183,6 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = ()) -> dict | No
         return record
     aside = _aside(path)
     os.replace(path, aside)
-    warnings.warn(f"{path} is not a readable result ({why}); moved to {aside.name}, "
-                  "computing it again", RuntimeWarning, stacklevel=2)
+    notice(f"{path} is not a readable result ({why}); moved to {aside.name}, "
+           "computing it again")
     return None

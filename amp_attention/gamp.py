@@ -54,6 +54,7 @@ from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from .checks import Flag, Integer, Real, check_args
 from .jsonsafe import json_safe
 from .operators import (check_token_dtype, measure, measure_adjoint, sensing_norms,
                         tau as tau_of, token_dtype, tokens_in)
@@ -97,14 +98,11 @@ class GAMPOptions:
     warm_prox: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_iter, bool) or int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
-        if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be a number in (0, inf), got {self.tol!r}")
-        if not (isinstance(self.damping, (int, float)) and 0.0 < self.damping <= 1.0):
-            raise ValueError(f"damping must lie in (0, 1], got {self.damping!r}")
-        if not (isinstance(self.V0, (int, float)) and math.isfinite(self.V0) and self.V0 > 0):
-            raise ValueError(f"V0 must be a number in (0, inf), got {self.V0!r}")
+        positive = Real(0.0, math.inf, lo_open=True, hi_open=True)
+        check_args({"max_iter": Integer(1), "tol": positive, "damping": Real(0.0, 1.0, lo_open=True),
+                    "V0": positive, "row_norms": Flag(), "adaptive": Flag(), "warm_prox": Flag()},
+                   max_iter=self.max_iter, tol=self.tol, damping=self.damping, V0=self.V0,
+                   row_norms=self.row_norms, adaptive=self.adaptive, warm_prox=self.warm_prox)
 
 
 @dataclass(frozen=True)

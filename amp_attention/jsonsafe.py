@@ -25,3 +25,34 @@ def json_safe(obj: Any) -> Any:
         x = float(obj)
         return x if math.isfinite(x) else None
     return obj
+
+
+def as_float(value: Any) -> float:
+    """A number read back from strict JSON: ``None`` (written for NaN or an infinity)
+    -> NaN, anything else ``float(value)``."""
+    return math.nan if value is None else float(value)
+
+
+def nonfinite_notes(row: dict, keys: Any, reasons: dict | None = None) -> dict:
+    """A copy of ``row`` where each of ``keys`` holding a non-finite float is ``None``
+    and a sibling ``<key>_note`` says what it was: ``"infinite"``, ``"-infinite"`` or
+    ``"NaN"``, followed by ``": <reason>"`` when ``reasons`` has one for the key, or
+    when ``row`` has a ``<key>_detail`` dict with a ``message`` (the threshold rows)."""
+    out = dict(row)
+    for key in keys:
+        v = row.get(key)
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) or hasattr(v, "dtype")):
+            continue
+        try:
+            v = float(v)  # numpy scalars too
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            continue
+        what = "NaN" if math.isnan(v) else ("infinite" if v > 0 else "-infinite")
+        detail = row.get(f"{key}_detail")
+        why = (reasons or {}).get(key) or (detail.get("message") if isinstance(detail, dict)
+                                           else None)
+        out[key] = None
+        out[f"{key}_note"] = f"{what}: {why}" if why else what
+    return out

@@ -19,6 +19,12 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .files import atomic_save_figure  # noqa: E402
+
+#: resolution of the raster (PNG) figures, dots per inch; PDF and SVG are vector (the
+#: format follows the suffix of the path each function is given)
+FIGURE_DPI = 300
+
 #: axis labels of the quantities plot_se_curve knows by name
 LABELS = {
     "test_error": r"test error $e_{\rm test}$",
@@ -44,6 +50,7 @@ def plot_se_curve(
     title: str | None = None,
     note: str | None = None,
     bayes: Mapping[str, Sequence[float]] | None = None,
+    vlines: Mapping[str, float] | None = None,
 ) -> Path:
     """One panel per field: SE prediction vs alpha = n/d^2, optional ERM points.
 
@@ -52,8 +59,9 @@ def plot_se_curve(
     "label": str}``; its points are drawn with error bars of one standard
     error. ``converged`` (optional, one flag per alpha) marks SE points that did
     not converge with red crosses.  ``bayes[field]`` (optional, the fields it has) is the
-    Bayes-optimal curve, drawn in black.  One legend for all panels sits below them,
-    with ``note`` (a caption line) under it.
+    Bayes-optimal curve, drawn in black.  ``vlines`` maps labels to alphas (thresholds)
+    drawn as dotted vertical lines on every panel where finite.  One legend for all panels
+    sits below them, with ``note`` (a caption line) under it.
     """
     path = Path(path)
     a = np.asarray(alphas, dtype=float)
@@ -74,6 +82,9 @@ def plot_se_curve(
             es = np.asarray(erm["stderr"][name], dtype=float)  # type: ignore[index]
             ax.errorbar(ea, em, yerr=es, fmt="o", color="C3", ms=5, capsize=3,
                         label=str(erm.get("label", "direct ERM")))
+        for k, (label, x) in enumerate((vlines or {}).items()):
+            if x is not None and np.isfinite(x):
+                ax.axvline(x, color="0.35", ls=(":", "-.")[k % 2], lw=1.3, label=label)
         ax.set_xlabel(r"$\alpha = n/d^2$")
         ax.set_ylabel(LABELS.get(name, name))
         ax.set_ylim(bottom=0.0)
@@ -156,7 +167,7 @@ def save_figure(fig, path: Path, title: str | None, *, legend_from=None,
                    facecolor=legend_face, framealpha=1.0 if legend_face else None)
     if note:
         fig.text(0.5, 0.1 / height, note, ha="center", va="bottom", fontsize=7.5, wrap=True)
-    fig.savefig(path, dpi=120)
+    atomic_save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
     return path
 

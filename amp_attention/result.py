@@ -40,6 +40,11 @@ class Status(str, Enum):
     UNRESOLVED = "unresolved"
     #: an inner solver (root finder, minimiser) reported failure
     FAILED = "failed"
+    #: the iterate fell below the solver's resolution while the map still contracted
+    #: towards 0: the fixed point is 0 to that resolution (the Bayes-optimal MMSE above its
+    #: perfect-recovery threshold).  A success, but not a fixed point met to the tolerance:
+    #: the residual there measures the contraction, not a distance to the tolerance.
+    PERFECT_RECOVERY = "perfect_recovery"
 
     def __str__(self) -> str:
         return self.value
@@ -70,8 +75,10 @@ class Result:
 
     @property
     def converged(self) -> bool:
-        """Alias of ``success`` (the name earlier versions used)."""
-        return self.success
+        """``success``, except at perfect recovery: there the iteration reached its
+        answer (MMSE = 0 to the SE's resolution) without its residual meeting the
+        tolerance, and "converged" means the residual met it."""
+        return self.success and self.status is not Status.PERFECT_RECOVERY
 
     @property
     def summary(self) -> str:
@@ -90,5 +97,5 @@ class Result:
                 continue
             out[f.name] = json_safe(getattr(self, f.name))
         out["status"] = self.status.value
-        out["converged"] = self.success
+        out["converged"] = self.converged
         return out

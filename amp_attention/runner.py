@@ -62,13 +62,26 @@ def init_worker(workers: int) -> None:
     apply_worker_policy(workers)
 
 
+def _worker_context():
+    """Workers are started fresh (spawn), not forked from this process: once this
+    process has run Numba's parallel loops (GNU OpenMP threading layer), a forked child
+    that runs them again aborts ("fork() called from a process already using GNU
+    OpenMP"; e.g. a softmax phase diagram, whose thresholds run here first).  Spawned
+    workers are this process's children, so :func:`die_with_parent` holds (a forkserver
+    would be their parent and outlive this process)."""
+    import multiprocessing as mp
+
+    return mp.get_context("spawn")
+
+
 def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
               executor: cf.Executor | None = None, workers: int = 0,
               progress: Callable[[Iterable, int], Iterable] | None = None) -> list[Any]:
     """``[fn(*task) for task in tasks]``, in task order.
 
     ``executor``: run there (not shut down here); otherwise ``workers`` >= 1 local
-    processes (a pool owned by this call), or ``workers = 0``: in this process.
+    processes (a pool owned by this call; never more processes than tasks), or
+    ``workers = 0``: in this process.
     ``progress(iterable, total)`` wraps the stream of finished tasks (a progress
     bar).  The first task that raises stops the sweep: the pending ones are
     cancelled and the exception propagates (finished tasks have saved their files).
@@ -77,6 +90,8 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
     tasks = list(tasks)
     if not tasks:
         return []
+    # a process per task at most: a pool of max_workers processes starts them all
+    workers = min(workers, len(tasks))
     if executor is None and workers == 0:
         results = []
         stream: Iterable = (fn(*t) for t in tasks)
@@ -85,7 +100,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
         return results
     own = executor is None
     ex = (cf.ProcessPoolExecutor(max_workers=workers, initializer=init_worker,
-                                 initargs=(workers,)) if own
+                                 initargs=(workers,), mp_context=_worker_context()) if own
           else executor)
     futures: dict[cf.Future, int] = {}
     try:

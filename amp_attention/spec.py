@@ -28,8 +28,7 @@ import numpy as np
 
 from .channels.base import NOISE_LOCATIONS, Channel, check_channel
 from .channels.registry import channel_for, channel_names
-from .checks import (check_bounded, check_choice, check_integer, check_nonnegative,
-                     check_positive)
+from .checks import (InstanceOf, check_bounded, check_choice, check_integer, check_positive)
 
 #: the registered channel names (:mod:`amp_attention.channels.registry`)
 CHANNELS = channel_names()
@@ -95,11 +94,9 @@ class Task:
         object.__setattr__(self, "beta", check_bounded(
             "beta", self.beta, 0.0, BETA_MAX, "beta h_ab with h = O(1): beyond, the softmax is "
             "a hard max and its integrals overflow", lo_open=True))
-        noise = check_nonnegative("noise", self.noise)
-        if noise > NOISE_MAX:
-            raise ValueError(f"noise must lie in [0, {NOISE_MAX:g}] (a label-noise variance; "
-                             f"the target's outputs have variance O(1)), got {self.noise!r}")
-        object.__setattr__(self, "noise", noise)
+        object.__setattr__(self, "noise", check_bounded(
+            "noise", self.noise, 0.0, NOISE_MAX,
+            "a label-noise variance; the target's outputs have variance O(1)"))
         object.__setattr__(
             self, "noise_at", check_choice("noise_at", self.noise_at, NOISE_LOCATIONS)
         )
@@ -340,13 +337,11 @@ class Problem:
     alpha: float = 0.5
 
     def __post_init__(self) -> None:
-        if not isinstance(self.task, Task):
-            raise ValueError("task must be a Task")
-        if not isinstance(self.target, (WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget)):
-            raise ValueError("target must be a WishartTarget, PowerLawTarget, CustomTarget or "
-                             "SpikedTarget")
-        if not isinstance(self.learner, Learner):
-            raise ValueError("learner must be a Learner")
+        InstanceOf((Task,), "a Task").check("task", self.task)
+        InstanceOf((WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget),
+                   "a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget").check(
+                       "target", self.target)
+        InstanceOf((Learner,), "a Learner").check("learner", self.learner)
         alpha = check_positive("alpha", self.alpha)
         if not ALPHA_RANGE[0] <= alpha <= ALPHA_RANGE[1]:
             # beyond it the conjugates (~ alpha) under- or overflow inside the free
@@ -379,3 +374,8 @@ class Problem:
             "parameterisation": self.learner.parameterisation,
             "alpha": self.alpha,
         }
+
+
+def check_problem(problem: object) -> Problem:
+    """``problem`` itself when it is a :class:`Problem`, else a TypeError naming it."""
+    return InstanceOf((Problem,), "a Problem").check("problem", problem)

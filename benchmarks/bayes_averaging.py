@@ -27,7 +27,7 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, train
 from amp_attention.data import generate_dataset
-from amp_attention.files import atomic_write_text
+from amp_attention.files import atomic_write_json
 from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         a, b = infinite_average_fit(np.array(running))
         record["seeds"].append({"seed": s, "single": single, "running_average": running,
                                 "fit_a_plus_b_over_R": [a, b]})
-        atomic_write_text(out.with_suffix(".json"), json.dumps(record, indent=1) + "\n")
+        atomic_write_json(out.with_suffix(".json"), record, indent=1)
     plot(record, out.with_suffix(".png"))
     print("wrote", out.with_suffix(".json"), out.with_suffix(".png"), file=sys.stderr)
 

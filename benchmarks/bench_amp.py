@@ -35,6 +35,7 @@ from amp_attention.channels import channel_for
 from amp_attention.denoisers import denoiser_for
 from amp_attention.data import generate_dataset
 from amp_attention.gamp import DenseSensing, GAMPOptions, TokenSensing, gamp
+from amp_attention.jsonsafe import json_safe
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
 
@@ -143,7 +144,7 @@ def main(argv=None) -> None:
                      "ratio": t_dense / t_ours})
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
+            json.dump(json_safe(rows), fh, indent=1, allow_nan=False)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import numpy as np
 from machine import cli_command, describe, load, neighbour
 
 from amp_attention.channels import LinearChannel
+from amp_attention.jsonsafe import json_safe
 from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
 from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid
@@ -84,7 +85,7 @@ def reference(regenerate: bool) -> dict:
                                 POINT["alpha"], (start.m, start.q, start.V), dps=30, tol=1e-24)
     data = {"point": POINT, "digits": 30, "seconds": time.perf_counter() - t0,
             "values": {k: mp.nstr(ref[k], 25) for k in FIELDS}}
-    REF_PATH.write_text(json.dumps(data, indent=1))
+    REF_PATH.write_text(json.dumps(json_safe(data), indent=1, allow_nan=False))
     return data
 
 

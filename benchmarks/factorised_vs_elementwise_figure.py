@@ -28,6 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.adam import AdamOptions  # noqa: E402
+from amp_attention.jsonsafe import json_safe  # noqa: E402
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
 from amp_attention.solvers.validate import ValidationPlan, run_validation  # noqa: E402
 
@@ -79,7 +80,7 @@ def main(argv=None) -> None:
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    out.with_suffix(".json").write_text(json.dumps(json_safe(record), indent=1, allow_nan=False))
     print(f"wrote {out} and {out.with_suffix('.json')}")
     for par in record:
         for r in record[par]["table"]:

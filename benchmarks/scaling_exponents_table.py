@@ -37,6 +37,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task  # noqa: E402
+from amp_attention.jsonsafe import json_safe  # noqa: E402
 from amp_attention.solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,  # noqa: E402
                              recovered_mode_exponent, run_scaling)
 
@@ -98,8 +99,8 @@ def main(argv=None) -> None:
               f"{r['k_star_range'][0]}-{r['k_star_range'][1]} | {k['a']:.2f} | "
               f"{k['exponent']:.2f} [{k['exponent_ci'][0]:.2f}, {k['exponent_ci'][1]:.2f}] | "
               f"{ci(r['tail_fit'])} | {ci(r['under_fit'])} | {ci(r['e_test_fit'])} | {r['noise_limited']:.2f} |")
-    Path(args.json).write_text(json.dumps({"d": args.d, "windows": WINDOWS, "table": table},
-                                          indent=1))
+    Path(args.json).write_text(json.dumps(json_safe({"d": args.d, "windows": WINDOWS,
+                                                     "table": table}), indent=1, allow_nan=False))
     fig, axes = plt.subplots(len(ELLS), 1, figsize=(7.5, 4.2 * len(ELLS)), squeeze=False)
     for ax, ell in zip(axes[:, 0], ELLS):
         for j, g in enumerate(GAMMAS):

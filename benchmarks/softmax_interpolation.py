@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
+from amp_attention.jsonsafe import json_safe  # noqa: E402
 from amp_attention.erm import erm_statistics  # noqa: E402
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution  # noqa: E402
 
@@ -70,7 +71,7 @@ def main() -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(OUT, dpi=120)
-    OUT.with_suffix(".json").write_text(json.dumps(table, indent=1))
+    OUT.with_suffix(".json").write_text(json.dumps(json_safe(table), indent=1, allow_nan=False))
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

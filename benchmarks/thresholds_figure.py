@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
+from amp_attention.jsonsafe import json_safe  # noqa: E402
 from amp_attention.solvers.thresholds import interpolation_threshold, perfect_recovery_threshold  # noqa: E402
 
 
@@ -81,7 +82,8 @@ def main(argv=None) -> None:
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     plt.close(fig)
-    Path(args.out).with_suffix(".json").write_text(json.dumps(rec, indent=1))
+    Path(args.out).with_suffix(".json").write_text(json.dumps(json_safe(rec), indent=1,
+                                                             allow_nan=False))
     print(f"wrote {args.out}")
 
 

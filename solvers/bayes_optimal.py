@@ -34,6 +34,7 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.channels.base import optional_member
+from amp_attention.checks import InstanceOf
 from amp_attention.denoisers import BayesDenoiserFunctionals, BayesOptimal
 from amp_attention.result import Status
 from amp_attention.spec import Problem
@@ -64,6 +65,15 @@ MC_TOL = 1e-7
 COARSE_TOL = 1e-5
 
 
+def perfect_recovery_message(e: float, G: float, Q0: float) -> str:
+    """What a perfect-recovery stop means, and what its residual is (not a distance to tol)."""
+    return (f"perfect recovery: the MMSE fell to {e / Q0:.2g} Q0, below the SE's resolution "
+            f"{PR_RESOLUTION:g} Q0, with the map still contracting (mmse(qhat(e))/e = "
+            f"{1.0 - G / e:.3g} < 1), so the fixed point is MMSE = 0 to that resolution; the "
+            f"residual |e - mmse(qhat(e))|/e = {G / e:.3g} is that contraction, not a "
+            "distance to tol, and the values are those of the last iterate")
+
+
 @dataclass(frozen=True)
 class ScalarSolve:
     """One start of the scalar BO fixed point: e (the MMSE), the denoiser's output there,
@@ -79,7 +89,8 @@ class ScalarSolve:
 
     @property
     def converged(self) -> bool:
-        return self.status is Status.CONVERGED
+        """A fixed point found: to tol, or e* = 0 below the resolution (perfect recovery)."""
+        return self.status in (Status.CONVERGED, Status.PERFECT_RECOVERY)
 
 
 class BayesStateEvolution:
@@ -199,6 +210,9 @@ class BayesStateEvolution:
                                        max_iter)
             prev = (e, G)
             e, G, den, qh = cand, Gc, denc, qhc
+        if abs(G) > tol * e:  # stopped by the resolution, still contracting: e* = 0
+            return ScalarSolve(e, den, qh, evals, abs(G) / e, Status.PERFECT_RECOVERY,
+                               perfect_recovery_message(e, G, self.Q0))
         return report(e, G, den, qh)
 
     def _bracketed(self, a, b, tol, evals, max_iter) -> ScalarSolve:
@@ -321,7 +335,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     point (delta method) into ``mc_stderr``, and their fixed point is solved to the
     relative residual max(tol, MC_TOL).
     """
-    _check_solver_options("anderson", start, tol, max_iter, 1.0)
+    InstanceOf((Problem,), "a Problem").check("problem", problem)
+    _check_solver_options(start=start, tol=tol, max_iter=max_iter)
     t0 = time.perf_counter()
     se = BayesStateEvolution(problem, channel, mc)
     if se.mc is not None:

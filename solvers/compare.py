@@ -54,22 +54,22 @@ def best_lam(problem: Problem, lam_range: tuple[float, float], *, tol: float = 1
     cache: dict[float, Any] = {}
 
     def objective(x: float) -> float:
-        near = [k for k in cache if cache[k].converged]
+        near = [k for k in cache if cache[k].success]
         x0 = None
         if near:
             r0 = cache[min(near, key=lambda k: abs(k - x))]
             x0 = (r0.m, r0.q, r0.V)
         r = _erm(problem, 10.0 ** x, tol=tol, mc=mc, x0=x0)
-        if x0 is not None and not r.converged:
+        if x0 is not None and not r.success:
             r = _erm(problem, 10.0 ** x, tol=tol, mc=mc)
         cache[x] = r
-        return r.test_error if r.converged and math.isfinite(r.test_error) else math.inf
+        return r.test_error if r.success and math.isfinite(r.test_error) else math.inf
 
     # the bounded method never evaluates the end points: compare them explicitly
     objective(hi)
     minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": LAM_XATOL})
     objective(lo)
-    x_best = min(cache, key=lambda x: (not cache[x].converged, cache[x].test_error))
+    x_best = min(cache, key=lambda x: (not cache[x].success, cache[x].test_error))
     at_bound = min(abs(x_best - lo), abs(x_best - hi)) <= 2 * LAM_XATOL
     final = _erm(problem, 10.0 ** x_best, tol=tol, mc=mc)
     return 10.0 ** x_best, final, len(cache) + 1, at_bound

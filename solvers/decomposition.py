@@ -171,7 +171,7 @@ def predicted_decomposition(problem: Problem, result: SEResult, *,
     (from :func:`amp_attention.solvers.outliers.predict_outliers`) are given; ``structure``: that
     :func:`outlier_structure`, when the caller already has it.  ``mc``: the
     RQMC options of a non-linear channel's test-error mismatch (default: the SE's)."""
-    if not result.converged:
+    if not result.success:
         raise ValueError(f"the SE did not converge (status {result.summary!r}); no decomposition")
     m, q = result.m, result.q
     Q0 = target_measure(problem.target).moment(2)

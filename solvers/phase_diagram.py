@@ -9,10 +9,14 @@ so an interrupted diagram resumes where every sweep stopped (a resumed sweep
 warm-starts from its last stored point) and nothing finished is recomputed.
 
 The two sweeps give each grid point two fixed points.  When both converged and
-differ (relative distance of (m, q, V) above ``hysteresis_rtol``) the point has
-multiple fixed points (hysteresis): ``hysteresis`` is set, the reported values
-are those of the lower training loss (the ERM minimiser), the other branch's
-values are kept as ``alt_*``.
+differ (relative distance of (m, q, V) above ``hysteresis_rtol``) by more than
+their tolerances allow (the criterion of the SE's ``metastable``: 1e3 times the
+larger of ``tol`` and their residuals, plus 1e-7), on a problem that may have
+several fixed points, the point has multiple fixed points (hysteresis):
+``hysteresis`` is set, the reported values are those of the lower training loss
+(the ERM minimiser), the other branch's values are kept as ``alt_*``.  Branches
+that differ by more than ``hysteresis_rtol`` but not that much, or at all on a
+convex problem (whose fixed point is unique), leave the point not converged.
 
 Sweeps run through any :class:`concurrent.futures.Executor`: local processes
 by default, or a Dask cluster's ``client.get_executor()``; the progress bar
@@ -37,8 +41,10 @@ from amp_attention.spec import Problem
 
 from amp_attention.files import (atomic_write_json, atomic_write_npz, ensure_directory,
                                  read_checkpoint)
+from amp_attention.jsonsafe import as_float, json_safe
 from amp_attention.runner import run_tasks
-from .state_evolution import MonteCarloOptions, solve_state_evolution
+from .state_evolution import (MonteCarloOptions, _same_fixed_point, solve_state_evolution,
+                              unique_fixed_point)
 
 #: fields stored per point and in the npz (SE result names)
 FIELDS = ("test_error", "train_error", "matrix_mse", "rank_fraction", "trace_per_d", "loss",
@@ -123,11 +129,18 @@ def _same_plan(old: dict | None, new: dict) -> bool:
     # directories written before the grid-free record kept the placeholder alpha and lam
     if not isinstance(old, dict) or not isinstance(old.get("problem"), dict):
         return False
-    return {**old, "problem": _grid_free(old["problem"])} == json.loads(json.dumps(new))
+    # compared as written: strict JSON (a non-finite value is null there)
+    return {**old, "problem": _grid_free(old["problem"])} == json.loads(json.dumps(json_safe(new)))
 
 
 def point_file(out: Path, j: int, direction: str, i: int) -> Path:
     return Path(out) / "points" / f"lam{j:04d}_{direction}_a{i:04d}.json"
+
+
+def _numbers(rec: dict) -> dict:
+    """A point record as read back: its FIELDS and residual as floats (strict JSON stores
+    NaN and infinities, e.g. of a point that diverged, as null: NaN here)."""
+    return {**rec, **{f: as_float(rec[f]) for f in FIELDS + ("residual",) if f in rec}}
 
 
 def _order(plan: PhaseDiagramPlan, direction: str) -> list[int]:
@@ -145,6 +158,7 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
         path = point_file(out, j, direction, i)
         rec = read_checkpoint(path, POINT_KEYS)
         if rec is not None:
+            rec = _numbers(rec)
             if rec["converged"]:
                 done = [*done[-1:], (plan.alphas[i], np.array([rec["m"], rec["q"], rec["V"]]))]
             continue
@@ -161,7 +175,7 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
                "start": r.start, "seconds": r.seconds}
         atomic_write_json(path, rec)
         computed += 1
-        if r.converged:  # a failed point leaves the sweep on its last converged ones
+        if r.success:  # a failed point leaves the sweep on its last converged ones
             done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))]
     return computed
 
@@ -180,7 +194,7 @@ def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: floa
             r = solve_state_evolution(problem, x0=guess, **kw)
         except ValueError:  # the line left the domain (q < 0, V < 0 or m^2 > q Q0)
             r = None
-        if r is not None and r.converged:
+        if r is not None and r.success:
             return r
     return solve_state_evolution(problem, x0=x1, **kw)
 
@@ -234,9 +248,11 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
     iterations = np.zeros((na, nl), dtype=np.int64)
     branch = np.full((na, nl), "", dtype=object)
     status = np.full((na, nl), "", dtype=object)
+    unique = unique_fixed_point(plan.problem)  # convexity does not depend on alpha or lam
     for i in range(na):
         for j in range(nl):
-            recs = {dr: json.loads(point_file(out, j, dr, i).read_text()) for dr in DIRECTIONS}
+            recs = {dr: _numbers(json.loads(point_file(out, j, dr, i).read_text()))
+                    for dr in DIRECTIONS}
             ok = [r for r in recs.values() if r["converged"]]
             iterations[i, j] = sum(r["iterations"] for r in recs.values())
             if not ok:
@@ -250,13 +266,17 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
                 if len(ok) == 2:
                     a, b = (np.array([r[k] for k in ("m", "q", "V")]) for r in ok)
                     dist = float(np.max(np.abs(a - b) / np.maximum(np.abs(a), 1e-12)))
-                    if dist > plan.hysteresis_rtol:
+                    verdict = _branches(plan, ok, dist, unique)
+                    if verdict == "two":
                         hysteresis[i, j] = True
                         other = ok[1] if best is ok[0] else ok[0]
                         for f in ("test_error", "train_error", "loss"):
                             alt[f"alt_{f}"][i, j] = other[f]
                         status[i, j] = (f"two fixed points (relative distance {dist:.2e}); "
                                         f"reported: the {best['direction']} branch, lower loss")
+                    elif verdict:  # the branches disagree, but not as two fixed points
+                        converged[i, j] = False
+                        status[i, j] = f"not converged: {verdict}"
                 elif len(ok) == 1:
                     status[i, j] = f"converged on the {best['direction']} branch only"
             branch[i, j] = best["direction"]
@@ -273,6 +293,28 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
             "thresholds": thresholds or {}}
     atomic_write_json(out / "phase_diagram.json", meta)
     return meta
+
+
+def _branches(plan: PhaseDiagramPlan, recs: list[dict], dist: float, unique: str) -> str:
+    """How two converged branches at one point relate, given their relative distance
+    ``dist``: '' (one fixed point: within ``hysteresis_rtol``), 'two' (two fixed points:
+    the problem may have several and the distance exceeds what the solves' tolerances
+    allow, as in :func:`solve_state_evolution`'s ``metastable``), else why the point is
+    not converged (the branches disagree, but no more than their residuals allow, or on
+    a problem whose fixed point is unique: neither reached it to the diagram's
+    resolution)."""
+    if dist <= plan.hysteresis_rtol:
+        return ""
+    # each solve is only as close to its fixed point as its residual allows
+    reached = max([plan.tol] + [float(r.get("residual", plan.tol)) for r in recs])
+    if unique:
+        return (f"the up and down branches end {dist:.2e} apart (relative) although the "
+                f"fixed point is unique, a {unique}: lower tol or raise max_iter")
+    if _same_fixed_point(*(np.array([r[k] for k in ("m", "q", "V")]) for r in recs), reached):
+        return (f"the up and down branches end {dist:.2e} apart (relative), within what "
+                f"their residuals (up to {reached:.1e}) allow: one or two fixed points is "
+                "not resolved; lower tol")
+    return "two"
 
 
 def load_phase_diagram(out: Path) -> tuple[dict, dict[str, np.ndarray]]:

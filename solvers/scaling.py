@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from amp_attention.files import atomic_write_json, read_checkpoint
+from amp_attention.jsonsafe import as_float
 from amp_attention.runner import run_tasks
 from amp_attention.spec import PowerLawTarget, Problem
 
@@ -83,6 +84,8 @@ class ScalingPlan:
 
 #: what a point file must hold to count as finished (else it is moved aside and recomputed)
 POINT_KEYS = ("alpha", "n", "converged", "m", "q", "V", "test_error")
+#: the SE numbers of a point (null in its file for NaN or infinity: NaN when read back)
+NUMBERS = ("m", "q", "V", "test_error", "train_error", "matrix_mse", "residual")
 
 
 def point_file(out: Path, index: int, alpha: float) -> Path:
@@ -101,7 +104,7 @@ def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, 
                "converged", "iterations", "residual", "m", "q", "V", "test_error",
                "train_error", "matrix_mse", "residual_kurtosis")}, "status": r.summary}
     row.update(bayes_point(problem))
-    if not r.converged:
+    if not r.success:
         return row | {"k_star": None, "decomposition": None}
     struct = outlier_structure(problem, r)
     dec = predicted_decomposition(problem, r, structure=struct, mc=mc)
@@ -125,7 +128,7 @@ def bayes_point(problem: Problem) -> dict:
     except ValueError:
         return none
     b = solve_bayes_optimal(problem)
-    if not b.converged:
+    if not b.success:
         return none
     return {"bayes_test_error": b.test_error, "bayes_matrix_mse": b.matrix_mse}
 
@@ -136,6 +139,8 @@ def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[d
         a = plan.alphas[i]
         f = point_file(Path(out), i, a) if out is not None else None
         row = read_checkpoint(f, POINT_KEYS) if f is not None else None
+        if row is not None:  # strict JSON keeps NaN (a point that diverged) as null
+            row = {**row, **{k: as_float(row[k]) for k in NUMBERS if k in row}}
         if row is None:
             row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
             if f is not None:

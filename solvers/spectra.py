@@ -128,13 +128,14 @@ def run_spectrum_check(
     executor: cf.Executor | None = None,
     workers: int = 0,
     progress: Callable[[Iterable, int], Iterable] | None = None,
+    figure_format: str = "png",
 ) -> dict:
     """Solve the SE with spectrum (unless ``se``, such a solution of
     ``plan.problem``, is given), train (or resume) every (d, seed) run into
     ``out/runs``, and return the summary: parameters, predicted atoms, the
     per-run Kolmogorov distances and their per-d means with standard errors,
     ``trained`` (runs performed by this call).  Also writes ``out/spectrum.json``
-    and the overlay figure ``out/spectrum.png``.  The runs go through
+    and the overlay figure ``out/spectrum.<figure_format>`` (png, pdf, svg).  The runs go through
     :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``,
     ``progress`` as there: in this process by default)."""
     out = Path(out)
@@ -143,7 +144,7 @@ def run_spectrum_check(
         se = solve_state_evolution(plan.problem, spectrum=True, mc=plan.mc)
     if se.spectrum is None:
         raise ValueError("se must be solved with spectrum=True")
-    if not se.converged:
+    if not se.success:
         raise RuntimeError(f"state evolution did not converge ({se.summary}; residual "
                            f"{se.residual:.3g}); no prediction to compare with")
     pred = PredictedSpectrum.from_se(plan.problem, se)
@@ -179,7 +180,7 @@ def run_spectrum_check(
     atomic_write_json(out / "spectrum.json", summary)
     from amp_attention.plotting import plot_spectrum_overlay
 
-    plot_spectrum_overlay(se.spectrum, runs, per_d, out / "spectrum.png",
+    plot_spectrum_overlay(se.spectrum, runs, per_d, out / f"spectrum.{figure_format}",
                           zero_tol=plan.zero_tol, bins=plan.bins, title=_title(plan.problem))
     return summary
 

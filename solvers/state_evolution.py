@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from amp_attention.channels import channel_for
+from amp_attention.checks import Flag, InstanceOf, Integer, OneOf, Real, check_args
 from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE, optional_member
 from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
@@ -143,18 +144,21 @@ class SEResult(Result):
 START_CHOICES = ("auto", "informative", "uninformative", "both")
 
 
-def _check_solver_options(method: str, start: str, tol: float, max_iter: int, damping: float):
-    if method not in ("anderson", "damped"):
-        raise ValueError(f"method must be 'anderson' or 'damped', got {method!r}")
-    if start not in START_CHOICES:
-        raise ValueError(f"start must be one of {', '.join(map(repr, START_CHOICES))}, "
-                         f"got {start!r}")
-    if not (math.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be in (0, inf), got {tol!r}")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if not (0 < damping <= 1):
-        raise ValueError(f"damping must lie in (0, 1], got {damping!r}")
+#: the solver options of :func:`solve_state_evolution` and their contracts
+SOLVER_OPTIONS = {
+    "method": OneOf(("anderson", "damped")),
+    "start": OneOf(START_CHOICES),
+    "tol": Real(0.0, math.inf, lo_open=True, hi_open=True),
+    "max_iter": Integer(1),
+    "damping": Real(0.0, 1.0, lo_open=True),
+    "spectrum": Flag(),
+    "finite_size_check": Flag(),
+    "progress": Flag(),
+}
+
+
+def _check_solver_options(**options) -> dict:
+    return check_args(SOLVER_OPTIONS, **options)
 
 
 @dataclass(frozen=True)
@@ -183,19 +187,13 @@ class MonteCarloOptions:
     vhat_form: str = "by_parts"
 
     def __post_init__(self) -> None:
-        if int(self.log2_n) != self.log2_n or not 4 <= self.log2_n <= 24:
-            raise ValueError(f"log2_n (Monte-Carlo points 2^log2_n per replica) must be an integer in [4, 24], got {self.log2_n!r}")
-        if int(self.coarse_log2_n) != self.coarse_log2_n or not 4 <= self.coarse_log2_n <= 24:
-            raise ValueError("coarse_log2_n must be an integer in [4, 24], "
-                             f"got {self.coarse_log2_n!r}")
-        if int(self.replicas) != self.replicas or self.replicas < 2:
-            raise ValueError(f"replicas must be an integer >= 2, got {self.replicas!r}")
-        if int(self.seed) != self.seed or self.seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {self.seed!r}")
         from .channel_integrals import VHAT_FORMS
 
-        if self.vhat_form not in VHAT_FORMS:
-            raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {self.vhat_form!r}")
+        check_args({"log2_n": Integer(4, 24, why="Monte-Carlo points 2^log2_n per replica"),
+                    "coarse_log2_n": Integer(4, 24), "replicas": Integer(2), "seed": Integer(0),
+                    "warm_start": Flag(), "vhat_form": OneOf(tuple(VHAT_FORMS))},
+                   log2_n=self.log2_n, coarse_log2_n=self.coarse_log2_n, replicas=self.replicas,
+                   seed=self.seed, warm_start=self.warm_start, vhat_form=self.vhat_form)
 
 
 class StateEvolution:
@@ -280,14 +278,7 @@ class StateEvolution:
         convex when the channel's loss is convex in its argument (``convex``) and the
         learner has no binding rank cap (kappa >= 1, or the element-wise learner); the
         minimiser's overlaps are then unique, and so is the SE fixed point."""
-        learner = self.problem.learner
-        if not optional_member(self.model_channel, "convex"):
-            return ""
-        if learner.parameterisation != "elementwise" and learner.rank_capped:
-            return ""
-        what = ("element-wise learner" if learner.parameterisation == "elementwise"
-                else f"kappa = {learner.kappa:g} >= 1")
-        return f"convex ERM ({getattr(self.model_channel, 'name', 'the')} channel, {what})"
+        return unique_fixed_point(self.problem, self.model_channel)
 
     def starts(self) -> dict[str, np.ndarray]:
         Q0 = self.Q0
@@ -422,6 +413,21 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     if rep2.converged or rep2.residual < rep.residual:
         return rep2, grad2, n_coarse + n2, label
     return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.summary})"
+
+
+def unique_fixed_point(problem: Problem, channel=None) -> str:
+    """:meth:`StateEvolution.unique_fixed_point` without building the map (``channel``:
+    the channel object, default the task's): why ``problem`` has a single SE fixed point,
+    '' when it may have several."""
+    channel = channel_for(problem.task) if channel is None else channel
+    learner = problem.learner
+    if not optional_member(channel, "convex"):
+        return ""
+    if learner.parameterisation != "elementwise" and learner.rank_capped:
+        return ""
+    what = ("element-wise learner" if learner.parameterisation == "elementwise"
+            else f"kappa = {learner.kappa:g} >= 1")
+    return f"convex ERM ({getattr(channel, 'name', 'the')} channel, {what})"
 
 
 def _same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
@@ -600,7 +606,11 @@ def solve_state_evolution(
     is written into logs or pipes) with the iteration, the residual and the
     iterations still needed at the current rate.
     """
-    _check_solver_options(method, start, tol, max_iter, damping)
+    InstanceOf((Problem,), "a Problem").check("problem", problem)
+    _check_solver_options(method=method, start=start, tol=tol, max_iter=max_iter, damping=damping,
+                          spectrum=spectrum, finite_size_check=finite_size_check, progress=progress)
+    InstanceOf((MonteCarloOptions,), "a MonteCarloOptions", none_ok=True).check("mc", mc)
+    InstanceOf((FiniteSizeOptions,), "a FiniteSizeOptions", none_ok=True).check("finite_d", finite_d)
     if finite_d is not None and spectrum:
         raise ValueError("spectrum: the predicted spectra come from the deterministic "
                          "equivalent; solve without finite_d for them")

@@ -47,7 +47,8 @@ from scipy.optimize import brentq, minimize_scalar
 from amp_attention.channels import ZeroLossGeometry, channel_for, optional_member
 from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.result import Result, Status, outcome
-from amp_attention.spec import Problem, Task
+from amp_attention.checks import Real
+from amp_attention.spec import Problem, Task, check_problem
 from amp_attention.targets import target_measure
 
 THRESHOLD_KINDS = ("interpolation", "perfect_recovery")
@@ -122,6 +123,7 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     method on a bracket grown geometrically, then alpha = delta_0 / (2 r).
     Noiseless labels (N = 0) are always interpolated (S0 fits them): alpha = inf.
     """
+    check_problem(problem)
     geo = zero_loss_geometry(problem.task)
     if problem.learner.parameterisation == "elementwise":
         return _elementwise("interpolation", geo)
@@ -217,6 +219,8 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     """alpha_PR of ``problem`` with its noise set to 0 (its alpha and lam are
     ignored): the smallest alpha at which ERM with lam -> 0+ recovers S0
     (e_test -> 0); alpha_PR = min_tau Phi(tau) / (2 r)."""
+    check_problem(problem)
+    sigma = Real(0.0, 1.0, lo_open=True, why="the small variance of the lam -> 0+ limit").check("sigma", sigma)
     geo = zero_loss_geometry(problem.task, noise=0.0)
     if problem.learner.parameterisation == "elementwise":
         return _elementwise("perfect_recovery", geo)

@@ -25,8 +25,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import (atomic_write_csv, atomic_write_json, ensure_directory,
-                                 read_checkpoint)
+from amp_attention.files import (atomic_save_figure, atomic_write_csv, atomic_write_json,
+                                 ensure_directory, read_checkpoint)
+from amp_attention.jsonsafe import as_float
 from amp_attention.operators import check_token_dtype
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
@@ -80,6 +81,11 @@ class ValidationPlan:
         if self.seed_scaling not in SEED_SCALINGS:
             raise ValueError(f"seed_scaling must be one of {', '.join(SEED_SCALINGS)}, "
                              f"got {self.seed_scaling!r}")
+        tp = self.theory_points
+        if (isinstance(tp, bool) or not isinstance(tp, (int, float, np.integer, np.floating))
+                or not math.isfinite(tp) or int(tp) != tp or tp < 2):
+            raise ValueError(f"theory_points must be an integer >= 2, got {tp!r}")
+        object.__setattr__(self, "theory_points", int(tp))
 
     def seeds_at(self, alpha: float, d: int | None = None) -> int:
         """Number of seeds at sample ratio ``alpha`` and dimension ``d`` (default: d_max)."""
@@ -91,8 +97,6 @@ class ValidationPlan:
     def runs(self) -> list[tuple[float, int, int]]:
         """Every (alpha, d, seed) of the plan."""
         return [(a, d, s) for a in self.alphas for d in self.ds for s in range(self.seeds_at(a, d))]
-        if int(self.theory_points) != self.theory_points or self.theory_points < 2:
-            raise ValueError(f"theory_points must be an integer >= 2, got {self.theory_points!r}")
 
 
 def _at(problem: Problem, alpha: float) -> Problem:
@@ -117,6 +121,12 @@ def train_run(problem: Problem, alpha: float, d: int, seed: int, adam: AdamOptio
                       {"alpha": alpha, "dtype": dtype, **res.to_dict()})
 
 
+def _numbers(rec: dict | None) -> dict | None:
+    """A run record as read back: its QUANTITIES as floats (strict JSON stores NaN and
+    infinities, e.g. of a run that diverged, as null: NaN here)."""
+    return None if rec is None else {**rec, **{q: as_float(rec[q]) for q in QUANTITIES}}
+
+
 def finished(rec: dict | None, dtype: str) -> bool:
     """A run file counts as finished for a plan of ``dtype`` (files written before the
     dtype was recorded are float64 runs)."""
@@ -130,10 +140,12 @@ def run_validation(
     executor: cf.Executor | None = None,
     workers: int = 0,
     progress: Callable[[Iterable, int], Iterable] | None = None,
+    figure_format: str = "png",
 ) -> dict:
     """Run (or resume) the plan into directory ``out``; return the summary dict
     (also written to validate.json), including ``trained``: how many runs this
-    call actually performed.  The runs go through
+    call actually performed; the figure is ``validate.<figure_format>`` (png, pdf,
+    svg).  The runs go through
     :func:`~amp_attention.runner.run_tasks` (``executor``, ``workers``, ``progress``
     as there: in this process by default)."""
     out = Path(out)
@@ -143,7 +155,8 @@ def run_validation(
     run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out),
                            plan.dtype) for a, d, s in todo],
               executor=executor, workers=workers, progress=progress)
-    runs = [read_checkpoint(run_file(out, a, d, s), RUN_KEYS) for a, d, s in plan.runs()]
+    runs = [_numbers(read_checkpoint(run_file(out, a, d, s), RUN_KEYS))
+            for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))
     theory = []
@@ -166,7 +179,7 @@ def run_validation(
                "all_converged": all(r["converged"] for r in runs)}
     atomic_write_json(out / "validate.json", summary)
     _write_csv(out / "validate.csv", table)
-    plot_validation(summary, out / "validate.png")
+    plot_validation(summary, out / f"validate.{figure_format}")
     return summary
 
 
@@ -317,7 +330,9 @@ def plot_validation(summary: dict, path: Path) -> Path:
     test error against 1/d with the fits."""
     import matplotlib.pyplot as plt
 
+    from amp_attention.plotting import FIGURE_DPI
+
     fig = validation_figure(summary)
-    fig.savefig(path, dpi=120)
+    atomic_save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
     return path

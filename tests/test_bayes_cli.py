@@ -37,6 +37,21 @@ def test_se_bayes_json_has_the_erm_fields(capsys):
     assert bo["matrix_mse"] < erm["matrix_mse"] and bo["test_error"] < erm["test_error"]
 
 
+def test_se_bayes_perfect_recovery_is_not_reported_as_converged_to_tol(capsys):
+    """Issue 29: --noise 0 --alpha 1 (above alpha_PR = 0.375) said status converged with a
+    residual of 0.56, far above --tol.  Status perfect_recovery: a success (exit 0)."""
+    code, out, _ = run(capsys, "se", "--estimator", "bayes", "--noise", "0", "--alpha", "1",
+                       "--json")
+    r = json.loads(out)
+    assert code == 0 and r["success"] and r["perfect_recovery"] and r["converged"] is False
+    assert r["status"] == "perfect_recovery" and r["residual"] > r["params"]["tol"]
+    assert "not a distance to tol" in r["message"]
+    code, out, _ = run(capsys, "se", "--estimator", "bayes", "--noise", "0", "--alpha", "0.3",
+                       "--json")
+    r = json.loads(out)
+    assert code == 0 and r["status"] == "converged" and r["residual"] <= r["params"]["tol"]
+
+
 def test_se_bayes_table(capsys):
     code, out, _ = run(capsys, "se", "--estimator", "bayes", "--channel", "softmax", "--L", "2",
                        "--alpha", "0.2")

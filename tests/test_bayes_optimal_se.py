@@ -81,7 +81,7 @@ def test_softmax_perfect_recovery_at_parameter_count():
     below = solve_bayes_optimal(softmax_problem(0.185))
     above = solve_bayes_optimal(softmax_problem(0.19))
     assert below.converged and not below.perfect_recovery and below.matrix_mse > 1e-3
-    assert above.converged and above.perfect_recovery
+    assert above.success and not above.converged and above.perfect_recovery
     assert above.matrix_mse <= PR_RESOLUTION * 1.5
 
 
@@ -187,8 +187,24 @@ def test_monte_carlo_channel_fixed_point_and_error_bars():
     assert r.iterations_coarse > 0
 
 
+def test_perfect_recovery_is_its_own_status_not_converged():
+    """Issue 29: above alpha_PR the solve stopped at the resolution with a residual of
+    0.56 >> tol and said status "converged".  Now "converged" means residual <= tol;
+    a stop at the resolution is status perfect_recovery (a success), whose message says
+    what the residual is there."""
+    r = solve_bayes_optimal(linear_problem(1.0), tol=1e-10)
+    assert r.perfect_recovery and r.success and not r.converged
+    assert r.status == "perfect_recovery" and r.residual > 1e-10
+    assert "not a distance to tol" in r.message and "MMSE = 0" in r.message
+    # the residual is the relative one, |e - mmse(qhat(e))|/e = 1 - contraction ratio
+    assert f"{r.residual:.3g}" in r.message
+    assert r.to_dict()["status"] == "perfect_recovery" and r.to_dict()["converged"] is False
+    below = solve_bayes_optimal(linear_problem(0.3), tol=1e-10)
+    assert below.status == "converged" and below.residual <= 1e-10 and below.converged
+
+
 def test_perfect_recovery_resolution_is_reported_not_hidden():
     """Beyond alpha_PR the MMSE is below PR_RESOLUTION * Q0 and flagged; below it, not."""
     r = solve_bayes_optimal(linear_problem(0.6))
-    assert r.perfect_recovery and r.matrix_mse <= PR_RESOLUTION * 1.5 and r.converged
+    assert r.perfect_recovery and r.matrix_mse <= PR_RESOLUTION * 1.5 and r.success
     assert MarchenkoPasturMeasure(2.0, math.sqrt(0.5)).moment(2) == pytest.approx(1.5)

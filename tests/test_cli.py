@@ -687,7 +687,7 @@ def test_phase_diagram_bayes_ratios(capsys, tmp_path: Path) -> None:
     argv = ["phase-diagram", "--alpha-range", "0.1", "0.5", "5", "--lam-range", "0.001", "1", "3",
             "--bayes", "--workers", "0", "--out", str(tmp_path / "pd")]
     code, out, _ = run(capsys, *argv)
-    assert code == 0 and "Bayes-optimal: 5/5 alphas converged" in out
+    assert code == 0 and "Bayes-optimal: 3/5 alphas converged, 2 at perfect recovery" in out
     meta = json.loads((tmp_path / "pd" / "phase_diagram.json").read_text())
     assert meta["thresholds"]["alpha_PR_bayes"] == pytest.approx(0.375, rel=1e-5)
     assert meta["bayes"]["perfect_recovery"] == [False, False, False, True, True]

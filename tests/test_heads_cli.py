@@ -109,6 +109,10 @@ def test_hdi_from_stacked_file(capsys, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("argv, needles", [
     (["heads", "rotation", "--sigma", "-1"], ["argument --sigma", "[0, inf)"]),
+    # issue 29: 1e200 ran with every MSE inf and NumPy overflow warnings
+    (["heads", "rotation", "--sigma", "1e200"], ["argument --sigma", "<= 1e+06", "float64"]),
+    (["heads", "allocation", "--sigma", "2e6"], ["argument --sigma", "<= 1e+06"]),
+    (["heads", "weighting", "--sigma", "1e78"], ["argument --sigma", "<= 1e+06"]),
     (["heads", "rotation", "--H", "3", "--dk", "2", "--d-model", "7"], ["argument --d-model", ">= (--H + 1) x --dk = (3 + 1) x 2 = 8"]),
     (["heads", "rotation", "--draws", "1"], ["argument --draws", ">= 2"]),
     (["heads", "weighting", "--ratio", "1"], ["argument --ratio", "(0, 1)"]),
@@ -145,6 +149,35 @@ def test_hdi_bad_files(capsys, tmp_path: Path) -> None:
     code, out, err = run(capsys, "heads", "hdi", str(tmp_path / "model.pt"))
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "argument FILE" in err and "never loaded" in err and "allow_pickle" not in err
+
+
+def test_hdi_damaged_npz_archives_are_one_line_exit_2(capsys, tmp_path: Path) -> None:
+    """Issue 29: a truncated .npz gave a BadZipFile traceback, an archive whose member is
+    not a .npy an AttributeError traceback."""
+    import zipfile
+
+    good = tmp_path / "good.npz"
+    np.savez(good, w=np.random.default_rng(0).standard_normal((3, 8, 2)))
+    data = good.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(data[:len(data) // 2])
+    flipped = bytearray(data)
+    flipped[len(data) // 3] ^= 0xFF  # inside the member's data: bad CRC
+    (tmp_path / "crc.npz").write_bytes(bytes(flipped))
+    with zipfile.ZipFile(tmp_path / "text.npz", "w") as z:
+        z.writestr("w.txt", "not an array")
+    with zipfile.ZipFile(tmp_path / "fake.npz", "w") as z:
+        z.writestr("w.npy", "no NumPy header here")
+    cases = {"truncated.npz": "damaged .npz archive", "crc.npz": "damaged .npz archive",
+             "text.npz": "member 'w.txt' is not a .npy array",
+             "fake.npz": "member 'w' is not a .npy array"}
+    for name, needle in cases.items():
+        code, out, err = run(capsys, "heads", "hdi", str(tmp_path / name))
+        lines = err.strip().splitlines()
+        assert code == 2 and out == "" and len(lines) == 1, (name, err)
+        assert lines[0].startswith("amp-attention: error: argument FILE: ")
+        assert str(tmp_path / name) in lines[0] and needle in lines[0], (name, err)
+    code, out, err = run(capsys, "heads", "hdi", str(good))
+    assert code == 0 and "HDI" in out
 
 
 def test_hdi_of_torch_linear_weights(capsys, tmp_path: Path) -> None:

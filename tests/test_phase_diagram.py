@@ -105,25 +105,86 @@ def test_interrupted_run_resumes_without_recomputing(tmp_path):
         np.testing.assert_allclose(a[f], b[f], rtol=1e-8, atol=1e-12)
 
 
-def test_hysteresis_is_flagged_and_the_lower_loss_branch_reported(tmp_path):
-    """Two stored branches that disagree at one point (written by hand: the assembly
-    logic is what is tested here)."""
-    plan = PhaseDiagramPlan(PROBLEM, (0.5, 1.0), (0.1,))
-    (tmp_path / "points").mkdir()
+#: a rank-capped learner (kappa < 1): the ERM is not convex, several fixed points possible
+CAPPED = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(0.5, 0.1))
+
+
+def _write_branches(out, down_m, *, residual=0.0, n_alpha=2):
+    """Hand-written up/down records that agree except at the last alpha, where the down
+    branch ends at m = down_m with a lower loss (the assembly logic is what is tested)."""
+    (out / "points").mkdir()
     base = {f: 1.0 for f in FIELDS}
-    for i in range(2):
+    for i in range(n_alpha):
         for dr in ("up", "down"):
             rec = {**base, "i": i, "j": 0, "direction": dr, "converged": True, "status": "converged",
-                   "iterations": 5, "residual": 0.0, "start": "warm", "seconds": 0.0}
-            if i == 1 and dr == "down":
-                rec.update(m=2.0, loss=0.5, test_error=0.3)
-            point_file(tmp_path, 0, dr, i).write_text(json.dumps(rec))
+                   "iterations": 5, "residual": residual, "start": "warm", "seconds": 0.0}
+            if i == n_alpha - 1 and dr == "down":
+                rec.update(m=down_m, loss=0.5, test_error=0.3)
+            point_file(out, 0, dr, i).write_text(json.dumps(rec))
+
+
+def test_hysteresis_is_flagged_and_the_lower_loss_branch_reported(tmp_path):
+    """Two stored branches that disagree at one point, on a problem that may have
+    several fixed points."""
+    plan = PhaseDiagramPlan(CAPPED, (0.5, 1.0), (0.1,))
+    _write_branches(tmp_path, 2.0)
     meta = assemble(plan, tmp_path)
     arr = _arrays(tmp_path)
     assert arr["hysteresis"].tolist() == [[False], [True]]
     assert arr["test_error"][1, 0] == 0.3 and arr["alt_test_error"][1, 0] == 1.0
     assert arr["branch"][1, 0] == "down"
     assert meta["n_hysteresis"] == 1 and "two fixed points" in meta["status"][1][0]
+    assert meta["n_converged"] == 2
+
+
+def test_branches_within_their_tolerances_are_not_two_fixed_points(tmp_path):
+    """Issue 29: two fixed points only where both solves converged and differ by more than
+    their tolerances allow (1e3 tol + 1e-7, as the SE's metastable); a smaller difference
+    above hysteresis_rtol is 'not converged'."""
+    plan = PhaseDiagramPlan(CAPPED, (0.5, 1.0), (0.1,), tol=1e-4)
+    _write_branches(tmp_path, 1.05)  # 5e-2 apart: within 1e3 x 1e-4
+    meta = assemble(plan, tmp_path)
+    arr = _arrays(tmp_path)
+    assert not arr["hysteresis"].any() and arr["converged"].tolist() == [[True], [False]]
+    assert meta["n_hysteresis"] == 0 and meta["n_converged"] == 1
+    assert meta["status"][1][0].startswith("not converged: ") and "lower tol" in meta["status"][1][0]
+    # the residuals count too: a solve that stopped at residual 1e-3 is only that close
+    out = tmp_path / "res"
+    out.mkdir()
+    _write_branches(out, 1.5, residual=1e-3)  # 0.5 apart: within 1e3 x 1e-3
+    meta = assemble(PhaseDiagramPlan(CAPPED, (0.5, 1.0), (0.1,)), out)
+    assert meta["n_hysteresis"] == 0 and meta["status"][1][0].startswith("not converged")
+
+
+def test_a_convex_problem_never_has_two_fixed_points(tmp_path):
+    """Issue 29: on a convex problem (linear channel, kappa >= 1) the fixed point is unique:
+    branches that end apart were not solved to the diagram's resolution."""
+    _write_branches(tmp_path, 2.0)
+    meta = assemble(PhaseDiagramPlan(PROBLEM, (0.5, 1.0), (0.1,)), tmp_path)
+    assert meta["n_hysteresis"] == 0 and meta["n_converged"] == 1
+    assert "fixed point is unique" in meta["status"][1][0]
+    assert meta["status"][1][0].startswith("not converged: ")
+
+
+def test_loose_tolerance_on_a_convex_problem_reports_no_hysteresis(tmp_path):
+    """Issue 29: `phase-diagram --tol 1e-3 --max-iter 5` flagged most points of a convex
+    problem as having two fixed points; now none (they are 'not converged' where the two
+    sweeps disagree), through the solver and through the CLI (exit 3, results written)."""
+    plan = PhaseDiagramPlan(PROBLEM, grid(0.2, 1.2, 4, "linear"), grid(0.01, 1.0, 3, "log"),
+                            tol=1e-3, max_iter=5)
+    meta = run_phase_diagram(plan, tmp_path / "solver", workers=0)
+    assert meta["n_hysteresis"] == 0
+    assert not any("two fixed points" in s for row in meta["status"] for s in row)
+    from amp_attention.cli import main
+
+    argv = ["phase-diagram", "--tol", "1e-3", "--max-iter", "5", "--alpha-range", "0.2", "1.2",
+            "4", "--lam-range", "0.01", "1", "3", "--workers", "0", "--out", str(tmp_path / "cli")]
+    assert main(argv) == 3
+    cli = json.loads((tmp_path / "cli" / "phase_diagram.json").read_text())
+    assert cli["n_hysteresis"] == 0
+    assert not any("two fixed points" in s for row in cli["status"] for s in row)
+    with np.load(tmp_path / "cli" / "phase_diagram.npz") as z:
+        assert not z["hysteresis"].any()
 
 
 def test_other_parameters_in_the_same_directory_are_refused(tmp_path):
@@ -149,7 +210,7 @@ def test_bad_plans_name_the_parameter():
         PhaseDiagramPlan(PROBLEM, (0.5,), (-0.1,))
 
 
-def test_unreadable_points_are_moved_aside_and_recomputed(tmp_path):
+def test_unreadable_points_are_moved_aside_and_recomputed(tmp_path, capsys):
     """issue 16, item 5: a truncated file, garbage and valid JSON of the wrong shape are
     named, kept beside as <name>.unreadable and computed again; the diagram equals an
     untouched run.  A file where points/ should be is a one-line error."""
@@ -161,9 +222,14 @@ def test_unreadable_points_are_moved_aside_and_recomputed(tmp_path):
            point_file(out, 2, "up", 0): json.dumps({"i": 0, "converged": True})}
     for path, text in bad.items():
         path.write_text(text)
-    with pytest.warns(RuntimeWarning, match="not a readable result") as record:
-        meta = run_phase_diagram(PLAN, out, workers=0)
-    named = " ".join(str(w.message) for w in record)
+    capsys.readouterr()
+    meta = run_phase_diagram(PLAN, out, workers=0)
+    # issue 29, item 12: one plain line per file on stderr, not a RuntimeWarning
+    notices = capsys.readouterr().err.splitlines()
+    assert len(notices) == len(bad)
+    assert all(n.startswith("amp-attention: notice: ") and "not a readable result" in n
+               and "computing it again" in n for n in notices)
+    named = " ".join(notices)
     for path in bad:
         assert str(path) in named
         aside = path.with_name(path.name + ".unreadable")
@@ -201,3 +267,19 @@ def test_phase_diagram_figure_keeps_its_legend_off_the_data(tmp_path, monkeypatc
     renderer = fig.canvas.get_renderer()
     legend = fig.legends[0].get_window_extent(renderer)
     assert all(legend.y1 <= ax.get_tightbbox(renderer).y0 + 1 for ax in panels)
+
+
+def test_cli_counts_solved_and_resumed_points(tmp_path, capsys):
+    """Issue 29: "N point(s) solved, the others resumed" was printed when nothing was
+    resumed; now the resumed count, and only when there is one."""
+    from amp_attention.cli import main
+
+    argv = ["phase-diagram", "--alpha-range", "0.2", "1", "2", "--lam-range", "0.1", "1", "2",
+            "--workers", "0", "--out", str(tmp_path / "pd")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "8 point(s) solved\n" in out and "resumed" not in out
+    point_file(tmp_path / "pd", 1, "up", 1).unlink()
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"1 point(s) solved, 7 resumed from {tmp_path / 'pd' / 'points'}" in out

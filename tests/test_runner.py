@@ -67,3 +67,20 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_workers_after_parallel_numba_in_the_parent(tmp_path) -> None:
+    """A softmax phase diagram computes its thresholds here (Numba parallel loops, GNU
+    OpenMP) before its workers start; forked workers aborted ("fork() called from a
+    process already using GNU OpenMP") and the pool broke.  Workers now start from a
+    forkserver."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "pd"
+    r = subprocess.run([sys.executable, "-m", "amp_attention.cli", "phase-diagram", "--channel",
+                        "softmax", "--L", "2", "--alpha-range", "0.2", "0.4", "2", "--lam-range",
+                        "0.05", "0.1", "2", "--mc-log2n", "8", "--workers", "2", "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "4/4 converged" in r.stdout and (out / "phase_diagram.npz").exists()

@@ -49,6 +49,14 @@ def test_bad_plans_name_the_parameter():
     assert math.isfinite(PLAN.alphas[0])
 
 
+@pytest.mark.parametrize("points", [0, 1, -3, 2.5, True, "5", math.nan])
+def test_bad_theory_points_are_refused(points):
+    """Issue 29: the check on theory_points sat after a return and never ran."""
+    with pytest.raises(ValueError, match="theory_points"):
+        ValidationPlan(PLAN.problem, alphas=(0.5,), ds=(16,), theory_points=points)
+    assert ValidationPlan(PLAN.problem, alphas=(0.5,), ds=(16,), theory_points=2.0).theory_points == 2
+
+
 def test_per_alpha_seed_counts(tmp_path):
     plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(12, 16), seeds=(3, 1),
                           adam=AdamOptions(lr=0.03), theory_points=2)
@@ -105,3 +113,18 @@ def test_validation_figure_is_labelled_and_keeps_the_d_apart(tmp_path):
     xs = [tuple(round(float(x), 12) for x in ln.get_xdata()) for ln in fig.axes[0].get_lines()
           if ln.get_marker() in ("o", "*") and len(ln.get_xdata()) == 2]
     assert len(set(xs)) == len(xs) >= 2          # every series at its own x positions
+
+
+def test_cli_counts_trained_and_resumed_runs(tmp_path, capsys):
+    """Issue 29: "N run(s) trained, the others resumed" was printed when nothing was
+    resumed; now the resumed count, and only when there is one."""
+    from amp_attention.cli import main
+
+    argv = ["validate", "--alphas", "0.4", "--d", "8", "--seeds", "2", "--noise", "0.5",
+            "--out", str(tmp_path / "v")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "2 run(s) trained\n" in out and "resumed" not in out
+    run_file(tmp_path / "v", 0.4, 8, 1).unlink()
+    assert main(argv) == 0
+    assert f"1 run(s) trained, 1 resumed from {tmp_path / 'v' / 'runs'}" in capsys.readouterr().out

@@ -22,7 +22,8 @@ import sys
 from . import (amp, compare, erm, heads, phase_diagram, quickstart, scaling, se, spectrum,
                thresholds, validate)
 from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, add_threads_flag,
-                     check_min_int, print_error, problem_from_args, problem_parent)
+                     InterruptGuard, check_environment, check_min_int, holds_interrupt,
+                     print_error, problem_from_args, problem_parent)
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
@@ -87,13 +88,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit code."""
-    parser = build_parser()
     try:
+        parser = build_parser()
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and argparse usage errors
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except BaseException as exc:
+        if not holds_interrupt(exc):
+            raise
+        print(f"{PROG}: interrupted; nothing was saved", file=sys.stderr)
+        return 130
+    guard = InterruptGuard().install()  # Ctrl-C wherever it lands: exit 130, one line
     try:
+        check_environment()  # before anything imports Numba, which reads it then
         from ..threads import thread_policy
 
         if args.threads is not None:
@@ -102,9 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             value = getattr(args, name, None)
             if isinstance(value, str) and not value.strip():
                 raise CLIError(f"argument --{name}: empty path")
-        with thread_policy(args.threads):
-            return int(args.func(args))
+        # a Ctrl-C in compiled code arrives as a SystemError caused by the interrupt
+        with guard.raising(), thread_policy(args.threads):
+            code = int(args.func(args))
+        sys.stdout.flush()  # a full stdout fails here, inside the try, not in Python's exit
+        return code
     except KeyboardInterrupt:
+        guard.stop()
         if args.command in RESUMABLE and (args.command != "spectrum" or args.simulate):
             print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same "
                   "command to resume", file=sys.stderr)
@@ -115,7 +127,42 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except OSError as exc:  # a file or stdout that cannot be written: disk full, ulimit -f, ...
+        return _write_error(exc)
     except CLIError as exc:
         return print_error(str(exc))
     except ValueError as exc:  # any other validation error of the core
         return print_error(str(exc))
+    finally:
+        guard.uninstall()
+
+
+def _write_error(exc: OSError) -> int:
+    """One line and exit 2 for an OSError that reached :func:`main`: ``cannot write
+    <what>: <strerror>``, <what> the file it names (the atomic writers name the path
+    asked for), the Numba cache file being saved (Numba's own writes name none), or
+    standard output (a subcommand's print failed: a full device, ``ulimit -f``)."""
+    name = exc.filename
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    if name is None:
+        for frame in reversed(frames):
+            if "numba" in frame.f_code.co_filename and "caching" in frame.f_code.co_filename:
+                path = frame.f_locals.get("filepath")
+                name = (f"the Numba cache file {path}" if path else "the Numba cache "
+                        "(NUMBA_CACHE_DIR)")
+                break
+    try:
+        sys.stdout.flush()
+        stdout_ok = True
+    except OSError:  # drop the rest of stdout, else Python's flush at exit fails again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_ok = False
+    if name is None and (not stdout_ok or (
+            frames and str(frames[-1].f_globals.get("__name__", "")).startswith(__name__ + "."))):
+        name = "standard output"  # the innermost frame is a subcommand's print
+    why = exc.strerror or str(exc)
+    return print_error(f"cannot write {name}: {why}" if name is not None else why)

@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if res.S is None:
         print(f"{PROG}: GAMP {res.summary} ({GAMP_DIVERGED_HINT})", file=sys.stderr)
         return EXIT_NOT_CONVERGED
-    if not res.converged:
+    if not res.success:
         print(f"{PROG}: GAMP did not converge ({res.summary}; last relative change "
               f"{res.residual:.2e} > --tol {args.tol:g}); raise --iterations or lower --damping",
               file=sys.stderr)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ..channels.base import NOISE_LOCATIONS
-from ..files import atomic_write_csv
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
 
@@ -109,6 +108,182 @@ def flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
     return CLIError(f"argument {flag}: {msg}")
 
 
+def holds_interrupt(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a KeyboardInterrupt or has one in its __cause__/__context__
+    chain (or among the members of an exception group).  A Ctrl-C that lands in
+    compiled (Numba) code surfaces as ``SystemError: CPUDispatcher(...) returned a result
+    with an exception set`` caused by the KeyboardInterrupt."""
+    import builtins
+
+    groups = getattr(builtins, "BaseExceptionGroup", None)  # Python >= 3.11
+    stack, seen = [exc], set()
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        stack += [e.__cause__, e.__context__]
+        if groups is not None and isinstance(e, groups):
+            stack += list(e.exceptions)
+    return False
+
+
+def _forget_unhandled_interrupt() -> None:
+    """A KeyboardInterrupt that passed through ``exec`` of a string (dataclasses build
+    their methods that way) sets CPython's _Py_UnhandledKeyboardInterrupt even when it is
+    then handled, and ``python -m`` ends such a process by SIGINT (status -2) instead of
+    with the exit code chosen: the CLI has handled it, clear the flag (CPython 3.10/3.11;
+    a no-op where the symbol does not exist)."""
+    if sys.implementation.name != "cpython":
+        return
+    try:
+        import ctypes
+
+        ctypes.c_int.in_dll(ctypes.pythonapi, "_Py_UnhandledKeyboardInterrupt").value = 0
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+
+
+class InterruptGuard:
+    """Ctrl-C while a subcommand runs, wherever it lands (issue 29, item 4).
+
+    Installed by :func:`amp_attention.cli.main` in place of Python's default SIGINT
+    handler (only in the main thread, and only over the default handler).  The handler
+    records the interrupt and raises KeyboardInterrupt as the default one does; then:
+
+    * compiled (Numba) code hands it back as ``SystemError: ... returned a result with
+      an exception set`` caused by the KeyboardInterrupt: :meth:`raising` turns any
+      exception whose chain holds one (:func:`holds_interrupt`), or raised after an
+      interrupt was received, into a KeyboardInterrupt;
+    * code that swallows it (the init of a C extension module being imported, a
+      weakref callback of the import lock, where Python prints "Exception ignored")
+      would let the command run on: while the interrupt is not handled, it is sent
+      again to the main thread every RESEND seconds, and the "Exception ignored"
+      report of a KeyboardInterrupt is not printed.
+
+    :meth:`stop` (when main handles it) turns the handler into a no-op; :meth:`uninstall`
+    restores the previous handler.
+    """
+
+    RESEND = 0.5
+
+    def __init__(self) -> None:
+        import os
+        import threading
+
+        self.received = False
+        self._stopped = False
+        self._installed = False
+        self._pid = os.getpid()
+        self._done = threading.Event()
+        self._resender: Any = None
+        self._old_handler: Any = None
+        self._old_hook: Any = None
+
+    def install(self) -> "InterruptGuard":
+        import signal
+        import threading
+
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old_handler = signal.signal(signal.SIGINT, self._handler)
+            self._old_hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
+            self._installed = True
+        return self
+
+    def _handler(self, signum, frame) -> None:
+        import os
+        import threading
+
+        if os.getpid() != self._pid:  # a forked worker: the default behaviour
+            raise KeyboardInterrupt
+        if self._stopped:
+            return
+        if not self.received:
+            self.received = True
+            self._resender = threading.Thread(target=self._resend, daemon=True,
+                                              name="amp-attention-interrupt")
+            self._resender.start()
+        raise KeyboardInterrupt
+
+    def _resend(self) -> None:
+        import signal
+        import threading
+
+        main = threading.main_thread().ident
+        while not self._done.wait(self.RESEND):
+            if hasattr(signal, "pthread_kill"):  # wakes a blocking call of the main thread
+                signal.pthread_kill(main, signal.SIGINT)
+            else:  # pragma: no cover - not POSIX
+                import _thread
+
+                _thread.interrupt_main()
+
+    def _unraisable(self, unraisable) -> None:
+        if self.received and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            return  # swallowed where it landed: _resend raises it again
+        self._old_hook(unraisable)
+
+    @contextlib.contextmanager
+    def raising(self):
+        """Re-raise, as KeyboardInterrupt, an exception that holds one in its chain or
+        that comes after an interrupt was received."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            if self.received or holds_interrupt(exc):
+                raise KeyboardInterrupt from exc
+            raise
+        if self.received:  # swallowed, and the command finished before it came again
+            raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        """The interrupt is being handled: no more re-sending, the handler does nothing."""
+        import threading
+
+        self._stopped = True
+        self._done.set()
+        if self._resender is not None and self._resender is not threading.current_thread():
+            self._resender.join()
+        if self.received:
+            _forget_unhandled_interrupt()
+
+    def uninstall(self) -> None:
+        import signal
+
+        self.stop()
+        if self._installed:
+            self._installed = False
+            # signal.signal first runs the handlers of pending signals (a last re-sent
+            # one: the no-op), then restores the previous handler
+            signal.signal(signal.SIGINT, self._old_handler)
+            sys.unraisablehook = self._old_hook
+
+
+def check_environment(environ=None) -> None:
+    """The environment variables the CLI's libraries read at import, checked before any
+    of them is imported: NUMBA_NUM_THREADS must be an integer >= 1 (Numba rejects 0 with a
+    message that does not name it, and prints a traceback for a non-integer)."""
+    import os
+
+    environ = os.environ if environ is None else environ
+    value = environ.get("NUMBA_NUM_THREADS")
+    if value is None:
+        return
+    try:
+        ok = int(value) >= 1  # Numba's own parse: int()
+    except ValueError:
+        ok = False
+    if not ok:
+        raise CLIError(f"environment variable NUMBA_NUM_THREADS must be an integer >= 1, "
+                       f"got {value!r}")
+
+
 def print_error(message: str) -> int:
     print(f"{PROG}: error: {one_line(message)}", file=sys.stderr)
     return EXIT_USAGE
@@ -160,6 +335,26 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", _GivenStore)
         self.register("action", None, _GivenStore)
         self.register("action", "store_true", _GivenStoreTrue)
+
+    # Usage errors: one line naming the (sub)command's --help, not argparse's usage block.
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "_prog"):  # the innermost (sub)command parsed sets it
+            namespace._prog = self.prog
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:  # gathered by the subcommand's parser, reported for that subcommand
+            self._fail(getattr(namespace, "_prog", self.prog),
+                       f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def error(self, message: str):
+        self._fail(self.prog, message)
+
+    def _fail(self, prog: str, message: str):
+        self.exit(EXIT_USAGE, f"{PROG}: error: {one_line(message)} (see `{prog} --help`)\n")
 
 
 def refuse_given(args: argparse.Namespace, dests: Sequence[str], why: str) -> None:
@@ -304,7 +499,7 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
         try:  # before any work: the Gaussian draws of the channel integrals must fit
             check_draw_size(task.channel_object, opts.log2_n, opts.replicas)
         except ValueError as exc:
-            raise flag_error(exc, TASK_FLAGS) from None
+            raise draw_size_error(exc, task.channel_object, opts) from None
     if args.spikes is not None and args.target != "spiked":
         raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
     if args.target in ("wishart", "spiked"):
@@ -352,11 +547,49 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     return problem
 
 
+#: --workers above this many per CPU need --allow-large (local processes never exceed the
+#: number of tasks either: amp_attention.runner.run_tasks)
+WORKERS_PER_CPU = 4
+
+
+def draw_size_error(exc: Exception, channel, opts) -> CLIError:
+    """The refusal of channel integrals whose Gaussian draws do not fit in memory, naming
+    the flag that made them too large: --mc-replicas or --mc-log2n when it is above its
+    default and it alone can make them fit (with its allowed range), else --L."""
+    from ..resources import MEMORY_SHARE, available_memory, memory_shortfall
+    from ..solvers.channel_integrals import DRAWS_PER_K
+
+    dim = DRAWS_PER_K * channel.K + channel.noise_dim
+    available = available_memory()
+    if available is None or "memory" not in str(exc):
+        return flag_error(exc, TASK_FLAGS)
+    budget = MEMORY_SHARE * available
+
+    def fits(replicas: int, log2_n: int) -> bool:
+        return 8 * replicas * 2**(log2_n - 1) * dim <= budget
+
+    need = 8 * opts.replicas * 2**(opts.log2_n - 1) * dim
+    why = memory_shortfall(need, available) or "does not fit in memory"
+    what = (f"the Monte-Carlo channel integrals (L = {channel.L}) would hold {opts.replicas} "
+            f"replicas x 2^{opts.log2_n - 1} points x {dim} coordinates, which {why}")
+    default = type(opts)()  # MonteCarloOptions' defaults, also the flags' defaults
+    if opts.replicas > default.replicas and fits(2, opts.log2_n):
+        top = int(budget // (8 * 2**(opts.log2_n - 1) * dim))
+        return CLIError(f"argument --mc-replicas: {what} (allowed range: integers in [2, "
+                        f"{top}] at --mc-log2n {opts.log2_n})")
+    if opts.log2_n > default.log2_n and fits(opts.replicas, 4):
+        top = max(m for m in range(4, opts.log2_n) if fits(opts.replicas, m))
+        return CLIError(f"argument --mc-log2n: {what} (allowed range: integers in [4, {top}] "
+                        f"at --mc-replicas {opts.replicas})")
+    return flag_error(exc, TASK_FLAGS)
+
+
 def add_allow_large(group) -> None:
     group.add_argument("--allow-large", action="store_true",
                        help="run even when the estimated size (memory of a finite-d run, "
-                            "points of a grid) exceeds the guard (default: refuse with exit 2 "
-                            "and say what is needed)")
+                            "points of a grid, --workers beyond "
+                            f"{WORKERS_PER_CPU} x the CPU count) exceeds the guard (default: "
+                            "refuse with exit 2 and say what is needed)")
 
 
 #: bytes held per point of a sweep's grid while it runs and is assembled (its fields in
@@ -500,41 +733,6 @@ def mc_options(args: argparse.Namespace):
         raise flag_error(exc, MC_FLAGS) from None
 
 
-def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None = None) -> Path:
-    """CSV ``x,density_S,sigma,density_W`` plus a PNG with the same stem; returns the PNG path.
-
-    The first line is a comment (``#``) recording the parameters (JSON) and the
-    atom masses at 0; the densities are the continuous parts, so each integrates
-    to 1 minus its atom. sigma/density_W are empty for the elementwise learner.
-    """
-    import numpy as np
-
-    from .. import plotting
-
-    x = np.asarray(spec.eigenvalues, dtype=float)
-    rho = np.asarray(spec.density_S, dtype=float)
-    has_w = spec.singular_values is not None and spec.density_W is not None
-    sig = np.asarray(spec.singular_values, dtype=float) if has_w else None
-    rho_w = np.asarray(spec.density_W, dtype=float) if has_w else None
-    atom_w = "none" if spec.atom_at_zero_W is None else f"{spec.atom_at_zero_W:.12g}"
-    try:
-        atomic_write_csv(
-            path, ["x", "density_S", "sigma", "density_W"],
-            ([f"{x[i]:.12g}", f"{rho[i]:.12g}", f"{sig[i]:.12g}" if has_w else "",
-              f"{rho_w[i]:.12g}" if has_w else ""] for i in range(x.size)),
-            preamble=(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
-                      f"atom_at_zero_W={atom_w}; densities are the continuous parts "
-                      f"(integral = 1 - atom); params={dumps(params)}\n"))
-    except OSError as exc:
-        raise CLIError(f"cannot write {str(path)!r}: {exc.strerror}") from None
-    png = path.with_suffix(".png")
-    title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
-             f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")
-    plotting.plot_spectrum(x, rho, spec.atom_at_zero, png, sigma=sig, density_W=rho_w,
-                           atom_W=spec.atom_at_zero_W, title=title, outliers=outliers)
-    return png
-
-
 def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
             target_spectrum: str = "sampled", progress_desc: str = "ERM seeds",
             **solver_kw: Any) -> "ERMStatistics":
@@ -578,8 +776,9 @@ def add_execution_flags(group, default_workers: int, what: str) -> None:
     """--workers, --scheduler, --dask-local: where the independent ``what`` of a sweep
     run (:func:`amp_attention.runner.run_tasks`)."""
     group.add_argument("--workers", type=int, default=default_workers,
-                       help=f"local worker processes for the {what} (0: run in this process) "
-                            f"(default: {default_workers})")
+                       help=f"local worker processes for the {what} (0: run in this process; "
+                            f"at most {WORKERS_PER_CPU} x the CPUs unless --allow-large; never "
+                            f"more processes than {what}) (default: {default_workers})")
     group.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help=f"run the {what} on the Dask scheduler at ADDRESS "
                             "(e.g. tcp://host:8786; needs the [dask] extra)")
@@ -591,9 +790,22 @@ def add_execution_flags(group, default_workers: int, what: str) -> None:
 SCHEDULER_TIMEOUT = 10
 
 
+def workers_limit() -> int:
+    """The largest --workers accepted without --allow-large: WORKERS_PER_CPU x the CPUs."""
+    import os
+
+    return WORKERS_PER_CPU * (os.cpu_count() or 1)
+
+
 def check_execution(args: argparse.Namespace) -> None:
-    """The execution flags' own constraints (call before any computation)."""
+    """The execution flags' own constraints (call before any computation, and before
+    any process starts: a million --workers once forked hundreds of processes)."""
     check_min_int("--workers", args.workers, 0)
+    limit = workers_limit()
+    if args.workers > limit and not getattr(args, "allow_large", False):
+        raise CLIError(f"argument --workers: {args.workers} worker processes exceed the limit "
+                       f"of {limit} ({WORKERS_PER_CPU} x {limit // WORKERS_PER_CPU} CPUs); "
+                       f"use fewer, or pass --allow-large")
     if args.scheduler and args.dask_local:
         raise CLIError("argument --scheduler: not allowed with --dask-local")
     if args.scheduler:

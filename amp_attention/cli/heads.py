@@ -6,7 +6,7 @@ orthogonal), ``allocation`` (MSE vs H at fixed D = H d_k over a few n, with
 the check of d_k* ~ (log n)^(2/(4+d))) and ``weighting`` (uniform, geometric
 and Fibonacci weights over heads ranked by validation MSE).  The simulation
 sub-commands write OUT/heads_<mode>.json (every parameter and result),
-OUT/heads_<mode>.csv and OUT/heads_<mode>.png.
+OUT/heads_<mode>.csv and OUT/heads_<mode>.png (--format: .pdf, .svg).
 
 Bad input raises ValueError("argument --flag: ...") which the top-level
 ``amp_attention.cli.main`` prints as one line with exit code 2.
@@ -24,8 +24,9 @@ from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
 from ..progress import progress_bar as _progress
 from .examples import epilog
+from .figures import add_figure_format_flag, figure_path
 from .common import (HelpFormatter, OmittingArgumentGroup, add_allow_large, add_execution_flags,
-                     execution)
+                     execution, given)
 
 SYMBOLS = """\
 symbols
@@ -137,6 +138,7 @@ def add_parser(sub: Any) -> None:
     hdi.add_argument("--out", default=None, metavar="DIR",
                      help="also write DIR/heads_hdi.json, .csv (one row per pair of heads) "
                           "and .png (overlap heat map)")
+    add_figure_format_flag(hdi)
     hdi.set_defaults(func=cmd_hdi)
 
     rot = modes.add_parser("rotation", epilog=epilog("heads rotation"), parents=[_simulation_parent("rotation")], formatter_class=HelpFormatter,
@@ -188,7 +190,10 @@ def _simulation_parent(mode: str) -> argparse.ArgumentParser:
                    help="training points per draw (default: 200)")
     g.add_argument("--m", type=int, default=200, help="fixed test points (default: 200)")
     g.add_argument("--sigma", type=float, default=1.0,
-                   help="label-noise standard deviation, >= 0 (default: 1)")
+                   help="label-noise standard deviation, in [0, 1e6]: beyond 1e6 the "
+                        "unit-variance target is lost in float64 rounding next to the "
+                        "sigma^2 noise terms (roundoff 1.1e-16 x sigma^2), and from about "
+                        "1e77 the standard errors (~sigma^4) overflow (default: 1)")
     g.add_argument("--intrinsic-dim", type=int, default=2, metavar="S",
                    help="number s of target directions, in [1, d_model] (default: 2)")
     g.add_argument("--omega", type=float, default=1.0,
@@ -218,6 +223,7 @@ def _simulation_parent(mode: str) -> argparse.ArgumentParser:
     g.add_argument("--out", default=None, metavar="DIR",
                    help="output directory for heads_<mode>.json/.csv/.png, created if needed "
                         "(default: ./amp-attention-heads-<mode>)")
+    add_figure_format_flag(g)
     add_allow_large(g)
     g.add_argument("--json", action="store_true",
                    help="print the JSON written to DIR instead of the table")
@@ -290,7 +296,8 @@ def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[li
                           json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
         atomic_write_csv(out / f"heads_{mode}.csv", header, _plain(rows))
     except OSError as exc:
-        raise ValueError(f"argument --out: cannot write to {str(out)!r}: {exc.strerror}") from None
+        raise ValueError(f"argument --out: cannot write {str(exc.filename or out)!r}: "
+                         f"{exc.strerror}") from None
 
 
 def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None, *,
@@ -343,7 +350,7 @@ def _emit(args: argparse.Namespace, payload: dict, out: Path, mode: str, table: 
         print(json.dumps(_plain(payload), indent=1, allow_nan=False))
     else:
         print(table)
-        print(f"wrote {out / f'heads_{mode}.json'}, .csv and .png", file=sys.stderr)
+        print(f"wrote {out / f'heads_{mode}.json'}, .csv and .{args.format}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- hdi
@@ -364,6 +371,9 @@ def cmd_hdi(args: argparse.Namespace) -> int:
     from ..heads.diversity import (as_head_stack, head_diversity_index, load_key_array,
                                    pairwise_overlaps, pairwise_principal_angles)
 
+    if args.out is None and given(args, "format"):
+        raise ValueError("argument --format: applies only with --out (the figure is written "
+                         "there)")
     try:
         arr = load_key_array(args.file, key=args.key)
     except ValueError as exc:
@@ -395,7 +405,7 @@ def cmd_hdi(args: argparse.Namespace) -> int:
         out = _out_dir(args, "hdi")
         _write(out, "hdi", payload, ["h", "h2", "overlap",
                                      *[f"angle{i + 1}_deg" for i in range(d_k)]], pairs)
-        plot_overlaps(overlaps, out / "heads_hdi.png",
+        plot_overlaps(overlaps, figure_path(out / "heads_hdi.png", args),
                       title=f"HDI = {hdi:.4f} ({args.normalise}), H = {H}, d_k = {d_k}")
     if args.json:
         print(json.dumps(_plain(payload), indent=1, allow_nan=False))
@@ -451,7 +461,8 @@ def cmd_rotation(args: argparse.Namespace) -> int:
            cols + ["mean_head_mse", "mean_head_bias2", "mean_head_variance"],
            [[r[c] for c in cols] + [np.mean(r["head_mse"]), np.mean(r["head_bias2"]),
                                     np.mean(r["head_variance"])] for r in rows])
-    plot_rotation({f"{kernel.kind}, c = {kernel.tau_factor:g}": rows}, out / "heads_rotation.png",
+    plot_rotation({f"{kernel.kind}, c = {kernel.tau_factor:g}": rows},
+                  figure_path(out / "heads_rotation.png", args),
                   title=f"H = {args.H}, d_k = {args.dk}, d_model = {d_model}, n = {task.n}, "
                         f"sigma = {task.sigma:g}, R = {args.draws}, K = {args.targets}")
     lines = [f"rotation sweep: H = {args.H}, d_k = {args.dk}, d_model = {d_model}, n = {task.n}, "
@@ -509,7 +520,8 @@ def cmd_allocation(args: argparse.Namespace) -> int:
     _write(out, "allocation", payload, ["n", "H", "d_k", *cols],
            [[s["n"], r["H"], r["d_k"], *[r[c] for c in cols]] for s in sweeps for r in s["rows"]])
     plot_allocation({f"{kernel.kind}, c = {kernel.tau_factor:g}": sweeps},
-                    out / "heads_allocation.png", intrinsic_dim=task.intrinsic_dim,
+                    figure_path(out / "heads_allocation.png", args),
+                    intrinsic_dim=task.intrinsic_dim,
                     title=f"D = {args.D}, d_model = {d_model}, s = {task.intrinsic_dim}, "
                           f"sigma = {task.sigma:g}, R = {args.draws}, K = {args.targets}")
     _emit(args, payload, out, "allocation", allocation_table(res.table, res.law))
@@ -564,7 +576,8 @@ def cmd_weighting(args: argparse.Namespace) -> int:
     _write(out, "weighting", payload, ["scheme", *cols, "weights"],
            [[s, *[d.to_dict()[c] for c in cols], " ".join(f"{w:.6g}" for w in d.weights)]
             for s, d in res.schemes.items()])
-    plot_weighting({s: d.to_dict() for s, d in res.schemes.items()}, out / "heads_weighting.png",
+    plot_weighting({s: d.to_dict() for s, d in res.schemes.items()},
+                   figure_path(out / "heads_weighting.png", args),
                    title=f"H = {args.H}, d_k = {args.dk}, d_model = {d_model}, n = {task.n}, "
                          f"n_val = {task.n_val}, {kernel.kind}, R = {args.draws}, K = {args.targets}")
     _emit(args, payload, out, "weighting", weighting_table(res))

@@ -8,27 +8,31 @@ from pathlib import Path
 
 from ..progress import progress_bar as _progress
 from .examples import epilog
+from .figures import add_figure_format_flag, figure_path
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
                      check_grid_size, grid_count,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
                      flag_error, mc_options, one_line, prepare_path, problem_from_args,
                      target_text)
-from .thresholds import threshold_row
+from ..jsonsafe import nonfinite_notes
+from .thresholds import KEYS as THRESHOLD_KEYS, threshold_row
 
 
 PHASE_DESCRIPTION = f"""\
 SE phase diagram over an alpha x lam grid: test and train error, matrix MSE,
 rank fraction, trace, loss and convergence status per point.  Each row of fixed
 lam is swept upwards and downwards in alpha with warm starts (continuation);
-where the two sweeps end on different fixed points the point is flagged
-(hysteresis) and the lower-loss one is reported.  Sweeps run in --workers local
+where the two sweeps end on different fixed points (farther apart than their
+tolerances allow, on a problem that may have several) the point is flagged
+(hysteresis) and the lower-loss one is reported; sweeps that disagree less, or
+at all on a convex problem, leave it not converged.  Sweeps run in --workers local
 processes, or on a Dask cluster (--scheduler ADDRESS, or --dask-local; needs the
 [dask] extra).  Every finished point is written atomically under OUT/points/,
 so rerunning the same command resumes and Ctrl-C loses nothing finished.
 Writes OUT/phase_diagram.npz (arrays [i_alpha, j_lam]), OUT/phase_diagram.json
 (parameters, field descriptions, per-point status, thresholds) and
 OUT/phase_diagram.png (heatmaps with alpha_interp and alpha_PR drawn where
-available).  With --bayes, also the Bayes-optimal baseline at every alpha and
+available; .pdf or .svg with --format).  With --bayes, also the Bayes-optimal baseline at every alpha and
 the ratios ERM / Bayes-optimal of the test error and the matrix MSE (arrays
 bayes_*, *_over_bayes; two more panels).
 
@@ -65,6 +69,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="amp-attention-phase-diagram", metavar="DIR",
                    help="output directory; rerunning with the same DIR resumes "
                         "(default: ./amp-attention-phase-diagram)")
+    add_figure_format_flag(g)
     add_mc_group(pd)
     pd.set_defaults(func=run)
 
@@ -135,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         with execution(args) as (executor, workers):
             meta = run_phase_diagram(plan, out, executor=executor, workers=workers,
                                      progress=lambda it, n: _progress(it, total=n, desc="sweeps"),
-                                     thresholds=thresholds)
+                                     # JSON: alpha_interp = inf (noiseless) is null + a note
+                                     thresholds=nonfinite_notes(thresholds, THRESHOLD_KEYS))
     except ValueError as exc:
         raise CLIError(f"argument --out: {one_line(str(exc))}") from None
     from amp_attention.solvers.phase_diagram import bayes_baseline, load_phase_diagram
@@ -148,27 +154,33 @@ def run(args: argparse.Namespace) -> int:
                                                                    desc="Bayes-optimal"))
         bayes = baseline["bayes"]
         fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
-        bayes_ok = all(bayes["converged"])
+        # perfect recovery (MMSE = 0 below the resolution) is an answer, not a failure
+        bayes_ok = all(c or pr for c, pr in zip(bayes["converged"], bayes["perfect_recovery"]))
     _, arrays = load_phase_diagram(out)
     vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
               "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
     if args.bayes:
         vlines["alpha_PR Bayes-optimal"] = thresholds.get("alpha_PR_bayes")
     p = problem.to_dict()
-    plotting.plot_phase_diagram(alphas, lams, arrays, out / "phase_diagram.png", vlines=vlines,
+    plotting.plot_phase_diagram(alphas, lams, arrays, figure_path(out / "phase_diagram.png", args),
+                                vlines=vlines,
                                 fields=fields,
                                 log_fields=tuple(f for f in fields if f != "rank_fraction"),
                                 note=("grey in the ratio panels: the Bayes-optimal estimator "
                                       "recovers S0 (ratio undefined)") if args.bayes else None,
                                 title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
                                       f"{target_text(p['target'])}, Delta={p['noise']:g}")
-    print(f"{meta['computed']} point(s) solved, the others resumed from {out / 'points'}")
+    resumed = 2 * meta["n_points"] - meta["computed"]  # two sweeps (up, down) per grid point
+    print(f"{meta['computed']} point(s) solved"
+          + (f", {resumed} resumed from {out / 'points'}" if resumed > 0 else ""))
     print(f"{meta['n_converged']}/{meta['n_points']} converged, {meta['n_hysteresis']} with two "
           f"fixed points; alpha_interp = {thresholds['alpha_interp']}, "
           f"alpha_PR = {thresholds['alpha_PR']}")
     if args.bayes:
+        n_pr = sum(bayes["perfect_recovery"])
         print(f"Bayes-optimal: {sum(bayes['converged'])}/{len(bayes['converged'])} alphas "
-              f"converged (ratios blank where not); alpha_PR = {thresholds.get('alpha_PR_bayes')}")
-    print(f"wrote {out / 'phase_diagram.npz'}, .json and .png", file=sys.stderr)
+              f"converged, {n_pr} at perfect recovery (ratios blank at both and where not "
+              f"converged); alpha_PR = {thresholds.get('alpha_PR_bayes')}")
+    print(f"wrote {out / 'phase_diagram.npz'}, .json and .{args.format}", file=sys.stderr)
     ok = meta["n_converged"] == meta["n_points"] and bayes_ok
     return EXIT_OK if ok else EXIT_NOT_CONVERGED

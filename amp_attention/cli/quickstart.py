@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_text
 from .examples import epilog
+from .figures import add_figure_format_flag, figure_path
 from .common import EXIT_NOT_CONVERGED, EXIT_OK, PROG, CLIError, HelpFormatter, dumps, fmt
 
 
@@ -20,7 +21,8 @@ along alpha, prints a table, runs direct ERM at d = 48 with 2 seeds at 4 of the
 alphas (unless --no-erm) and writes DIR/quickstart.csv, DIR/quickstart.json and
 DIR/quickstart.png (test error, train error and matrix MSE vs alpha; SE lines,
 ERM points with one-standard-error bars; the Bayes-optimal estimator, the best
-any learner can reach, dashed). Takes well under a minute."""
+any learner can reach, dashed; the interpolation threshold alpha_interp
+(lam -> 0+) dotted; .pdf or .svg with --format). Takes well under a minute."""
 
 
 def add_parser(sub) -> None:
@@ -31,6 +33,7 @@ def add_parser(sub) -> None:
                     help="output directory, created if needed "
                          "(default: ./amp-attention-quickstart)")
     qs.add_argument("--no-erm", action="store_true", help="skip the finite-d ERM overlay")
+    add_figure_format_flag(qs)
     qs.set_defaults(func=run)
 
 
@@ -84,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     base["alpha"] = alphas
     params = {
         "problem": base,
+        "thresholds": {"alpha_interp": res.alpha_interp},
         "solver": {"method": "anderson", "tol": c.tol, "max_iter": c.max_iter,
                    "damping": 1.0, "start": "auto"},
         "erm": None if args.no_erm else {
@@ -91,13 +95,13 @@ def run(args: argparse.Namespace) -> int:
             "tol": c.erm_tol, "max_iter": c.erm_max_iter},
     }
     csv_path, json_path, png_path = (out / "quickstart.csv", out / "quickstart.json",
-                                     out / "quickstart.png")
+                                     figure_path(out / "quickstart.png", args))
     try:
         _write_quickstart_csv(csv_path, se_rows, erm_rows, bayes_rows)
         atomic_write_text(json_path, dumps({"params": params, "se": se_rows, "erm": erm_rows,
                                             "bayes": bayes_rows}, indent=1) + "\n")
     except OSError as exc:
-        raise CLIError(f"cannot write to {str(out)!r}: {exc.strerror}") from None
+        raise CLIError(f"cannot write {str(exc.filename or out)!r}: {exc.strerror}") from None
     erm_plot = None
     if erm_rows:
         erm_plot = {"alpha": [r["alpha"] for r in erm_rows],
@@ -109,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         fields=("test_error", "train_error", "matrix_mse"), erm=erm_plot,
         bayes={f: [r[f] for r in bayes_rows] for f in _BAYES_COLUMNS},
         converged=[r["converged"] for r in se_rows],
+        vlines={rf"$\alpha_{{\rm interp}}$ = {res.alpha_interp:.3f} ($\lambda \to 0^+$)":
+                res.alpha_interp},
         title="linear channel, L = 1, Wishart kappa0 = 0.5, kappa = 1, lam = 0.1, Delta = 0.5",
         note=None if args.no_erm else QUICKSTART_NOTE)
     print(f"wrote {csv_path}, {json_path} and {png_path}")

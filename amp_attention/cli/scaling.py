@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_json
 from .examples import epilog
+from .figures import add_figure_format_flag, figure_path
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
                      add_allow_large, check_grid_size, grid_count, one_line,
                      add_execution_flags, add_mc_group, check_execution, closed_form, execution,
@@ -33,7 +34,7 @@ the fitted k* ~ n^a (E_under ~ sum_(k > k*) s_k^2) and with the noise-limited
 value 1 - 1/(2 gamma).  Every finished point is saved under OUT/points/ (a
 rerun resumes).  Writes OUT/scaling.csv, OUT/scaling.json (parameters, rows,
 fits) and OUT/scaling.png (log-log error with the fit, the stacked
-decomposition, the k* staircase).
+decomposition, the k* staircase; .pdf or .svg with --format).
 
 {MODEL}"""
 
@@ -61,6 +62,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="amp-attention-scaling", metavar="DIR",
                    help="output directory; rerunning with the same DIR resumes "
                         "(default: ./amp-attention-scaling)")
+    add_figure_format_flag(g)
     add_mc_group(sc)
     g = sc.add_argument_group("execution")
     add_execution_flags(g, 0, "alpha chains (contiguous warm-started runs of points)")
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                       r.get("residual_kurtosis"), r.get("bayes_test_error"),
                       r.get("bayes_matrix_mse")])
     atomic_write_csv(out / "scaling.csv", cols, table)
-    plotting.plot_scaling(rows, fits, out / "scaling.png",
+    plotting.plot_scaling(rows, fits, figure_path(out / "scaling.png", args),
                           title=f"{problem.task.channel_name} L={problem.task.L}, gamma={gamma:g}, "
                                 f"d={problem.target.d}, lam={problem.learner.lam:g}"
                                 + (f" (alpha/{lo:g})^-{args.lam_exponent:g}" if args.lam_exponent
@@ -164,5 +166,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"noise-limited prediction 1 - 1/(2 gamma) = {fits['noise_limited_exponent']:.4f}")
     for e in fits["errors"]:
         print(e, file=sys.stderr)
-    print(f"wrote {out / 'scaling.csv'}, .json and .png", file=sys.stderr)
+    print(f"wrote {out / 'scaling.csv'}, .json and .{args.format}", file=sys.stderr)
     return EXIT_OK if len(ok) == len(rows) else EXIT_NOT_CONVERGED

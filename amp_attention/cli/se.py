@@ -13,7 +13,8 @@ from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
                      add_mc_group, check_min_int, check_positive_finite, closed_form, dumps, fmt,
                      given, mc_options, one_line, prepare_path, print_params, problem_from_args,
-                     refuse_given, se_failure, write_spectrum)
+                     refuse_given, se_failure)
+from .figures import add_figure_format_flag, figure_format, figure_path, write_spectrum
 
 if TYPE_CHECKING:
     from ..spec import Problem
@@ -44,7 +45,7 @@ SE_FIELD_HELP = {
     "loss": "R/n at the minimiser",
     "rank_fraction": "fraction of nonzero eigenvalues of Shat",
     "trace_per_d": "Tr(Shat)/d",
-    "converged": "fixed point reached to --tol",
+    "converged": "fixed point found: residual <= --tol (false at perfect recovery: see status)",
     "iterations": "fixed-point iterations",
     "residual": "final relative residual",
     "status": "solver status",
@@ -115,7 +116,9 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--spectrum", metavar="FILE", default=None,
                    help="write the predicted spectra of Shat and W to FILE (CSV: x, density_S, "
                         "sigma, density_W; header comment with params and atom masses) and a "
-                        "plot to FILE with suffix .png; FILE must end in .csv")
+                        "plot to FILE with suffix .png (.pdf, .svg with --format); FILE must "
+                        "end in .csv")
+    add_figure_format_flag(g)
     se.set_defaults(func=run)
 
 
@@ -141,9 +144,12 @@ def run(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.damping) and 0.0 < args.damping <= 1.0):
         raise CLIError(f"argument --damping: must lie in (0, 1], got {args.damping!r}")
     spectrum_path = Path(args.spectrum) if args.spectrum else None
+    if spectrum_path is None:
+        refuse_given(args, ("format",), "applies only with --spectrum (the only figure of se)")
     if spectrum_path is not None:
         prepare_path(spectrum_path)
-        # the plot goes to FILE with suffix .png: a FILE ending in .png would be overwritten
+        # the plot goes to FILE with suffix .png (.pdf, .svg): a FILE ending so would be
+        # overwritten
         if spectrum_path.suffix.lower() != ".csv":
             raise CLIError(f"argument --spectrum: FILE must end in .csv (the plot is written "
                            f"beside it with suffix .png), got {args.spectrum!r}")
@@ -180,13 +186,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_se_table(params, fields)
     if spectrum_path is not None and result.spectrum is not None:
-        png = write_spectrum(spectrum_path, result.spectrum, params)
-        print(f"{PROG}: wrote {spectrum_path} (CSV) and {png} (PNG)", file=info)
+        fig = write_spectrum(spectrum_path, result.spectrum, params,
+                             figure=figure_path(spectrum_path, args))
+        print(f"{PROG}: wrote {spectrum_path} (CSV) and {fig} ({figure_format(args).upper()})",
+              file=info)
     if result.finite_size_warning:
         print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
     if result.replica_symmetry_warning:
         print(f"{PROG}: warning: {result.replica_symmetry_warning}", file=sys.stderr)
-    if not result.converged:
+    if not result.success:
         print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
               "values above are the last iterate, not a fixed point", file=sys.stderr)
         return EXIT_NOT_CONVERGED
@@ -195,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
 #: flags of the ERM learner and solver that the Bayes-optimal estimator does not have
 NOT_BAYES = ("lam", "kappa", "learner", "method", "damping", "finite_d", "finite_d_draws",
-             "finite_d_seed", "spectrum")
+             "finite_d_seed", "spectrum", "format")
 
 
 def bayes_mc_options(args: argparse.Namespace):
@@ -240,7 +248,7 @@ def run_bayes(args: argparse.Namespace) -> int:
         print(dumps({"params": params, **fields}))
     else:
         _print_se_table(params, fields, "Bayes-optimal state evolution (d -> infinity)")
-    if not result.converged:
+    if not result.success:
         print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
               "values above are the last iterate, not a fixed point", file=sys.stderr)
         return EXIT_NOT_CONVERGED

@@ -4,7 +4,6 @@ against trained weights (resumable)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -14,7 +13,8 @@ from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, add_allow_large,
                      add_execution_flags, add_mc_group, check_execution, check_size, dumps,
                      execution, flag_error, mc_options, prepare_path, problem_from_args,
-                     refuse_given, se_failure, write_spectrum)
+                     refuse_given, se_failure)
+from .figures import add_figure_format_flag, figure_format, figure_path, write_spectrum
 
 
 SPECTRUM_DESCRIPTION = f"""\
@@ -23,7 +23,8 @@ eigenvalue density of
 Shat (continuous part plus the atom at 0) and the density of the normalised
 singular values sigma/(p d)^(1/4) of W, from the SE fixed point.  Writes
 OUT/spectrum.csv (x, density_S, sigma, density_W; header comment with the
-params and atoms) and OUT/spectrum_theory.png.  With --simulate it also trains
+params and atoms) and OUT/spectrum_theory.png (.pdf or .svg with --format).  With
+--simulate it also trains
 the layer with Adam at every d of --d over --seeds seeds (each run saved in
 OUT/runs/, skipped on a rerun), overlays the histograms of the trained spectra
 on the prediction, and reports the Kolmogorov distance sup |F_Adam - F_SE|
@@ -60,6 +61,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="amp-attention-spectrum", metavar="DIR",
                    help="output directory, created if needed; reruns resume from it "
                         "(default: ./amp-attention-spectrum)")
+    add_figure_format_flag(g)
     g = sp.add_argument_group("execution (with --simulate)")
     add_execution_flags(g, 0, "Adam runs")
     add_allow_large(g)
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     out = prepare_path(Path(args.out) / "spectrum.csv").parent
     params = {**problem.to_dict()}
     se = solve_state_evolution(problem, spectrum=True, mc=plan.mc)
-    if not se.converged:
+    if not se.success:
         print(f"{PROG}: state evolution did not converge ({se_failure(se)}); no spectrum "
               "written", file=sys.stderr)
         return EXIT_NOT_CONVERGED
@@ -103,9 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
         outliers = [o.to_dict() for o in predict_outliers(problem, se)]
         atomic_write_text(out / "outliers.json", dumps({"params": params, "outliers": outliers}))
-    png = write_spectrum(out / "spectrum.csv", se.spectrum, params, outliers=outliers)
-    theory_png = png.with_name("spectrum_theory.png")
-    os.replace(png, theory_png)
+    theory_png = write_spectrum(out / "spectrum.csv", se.spectrum, params, outliers=outliers,
+                                figure=figure_path(out / "spectrum_theory.png", args))
     spec = se.spectrum
     print(f"predicted: atom at 0 of Shat {spec.atom_at_zero:.6g}, rank fraction "
           f"{se.rank_fraction:.6g}")
@@ -118,12 +119,16 @@ def run(args: argparse.Namespace) -> int:
     with execution(args) as (executor, workers):
         summary = run_spectrum_check(plan, out, se=se, executor=executor, workers=workers,
                                      progress=lambda it, n: _progress(it, total=n,
-                                                                      desc="Adam runs"))
-    print(f"{summary['trained']} run(s) trained, the others resumed from {out / 'runs'}")
+                                                                      desc="Adam runs"),
+                                     figure_format=figure_format(args))
+    resumed = len(summary["runs"]) - summary["trained"]
+    print(f"{summary['trained']} run(s) trained"
+          + (f", {resumed} resumed from {out / 'runs'}" if resumed > 0 else ""))
     print(f"  {'d':>6} {'seeds':>5} {'KS(Shat)':>20} {'KS(W)':>20} {'zero fraction':>14}")
     for r in summary["per_d"]:
         ks_w = (f"{r['ks_W']:>9.4g} +-{r['ks_W_stderr']:<8.2g}" if "ks_W" in r else f"{'-':>20}")
         print(f"  {r['d']:>6} {r['n_seeds']:>5} {r['ks_S']:>9.4g} +-{r['ks_S_stderr']:<8.2g} "
               f"{ks_w} {r['zero_fraction_S']:>14.4g}")
-    print(f"wrote {out / 'spectrum.json'} and {out / 'spectrum.png'}", file=sys.stderr)
+    print(f"wrote {out / 'spectrum.json'} and {figure_path(out / 'spectrum.png', args)}",
+          file=sys.stderr)
     return EXIT_OK if summary["all_converged"] else EXIT_NOT_CONVERGED

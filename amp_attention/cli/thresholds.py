@@ -9,8 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..files import atomic_write_csv, atomic_write_text
+from ..jsonsafe import nonfinite_notes
 from .examples import epilog
-from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, add_execution_flags, check_execution,
+from .figures import add_figure_format_flag, figure_path
+from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
+                     add_execution_flags, check_execution,
                      dumps, execution, fmt, one_line, prepare_path, print_params,
                      problem_from_args, refuse_given)
 
@@ -47,8 +50,11 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
                    help="tabulate alpha_interp over these noise variances Delta")
     g.add_argument("--out", default=None, metavar="DIR",
                    help="with a grid: write DIR/thresholds.csv, .json and .png")
+    add_figure_format_flag(g)
     g.add_argument("--json", action="store_true", help="print one JSON object")
-    add_execution_flags(t.add_argument_group("execution (with a grid)"), 0, "grid points")
+    ex = t.add_argument_group("execution (with a grid)")
+    add_execution_flags(ex, 0, "grid points")
+    add_allow_large(ex)
     t.set_defaults(func=run)
 
 
@@ -73,7 +79,7 @@ def _row(point) -> dict:
             row[key] = None
             row[key + "_detail"] = {"success": False, "status": "unavailable", "message": why}
         else:
-            row[key] = res.alpha if res.converged else None
+            row[key] = res.alpha if res.success else None
             row[key + "_detail"] = res.to_dict()
     return row
 
@@ -95,9 +101,11 @@ def run(args: argparse.Namespace) -> int:
                            f"target; --target {args.target} has none (tabulate over --kappa-grid "
                            "or --noise-grid, or run one point per target)")
     else:
-        refuse_given(args, ("out", "workers", "scheduler", "dask_local"),
+        refuse_given(args, ("out", "format", "workers", "scheduler", "dask_local", "allow_large"),
                      "applies only with a grid (--kappa-grid, --kappa0-grid or --noise-grid); a "
                      "single point is printed")
+    if not args.out:
+        refuse_given(args, ("format",), "applies only with --out (the figure is written there)")
     problem = problem_from_args(args)
     check_execution(args)
     out_dir = prepare_path(Path(args.out) / "thresholds.csv").parent if args.out else None
@@ -106,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if not grids:
         row = threshold_row(problem)
         if args.json:
-            print(dumps({"params": params, **row}))
+            print(dumps({"params": params, **nonfinite_notes(row, KEYS)}))
             return EXIT_OK
         print_params(params)
         for key in ("alpha_interp", "alpha_PR", "alpha_PR_bayes"):
@@ -124,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         raise CLIError(f"argument --{name}-grid: {one_line(str(exc))}") from None
     rows = [{name: v, **_row(point)} for v, point in grid]
     if args.json:
-        print(dumps({"params": params, "grid": name, "rows": rows}))
+        print(dumps({"params": params, "grid": name,
+                     "rows": [nonfinite_notes(r, KEYS) for r in rows]}))
     else:
         print_params(params)
         print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14} {'alpha_PR_bayes':>14}")
@@ -136,10 +145,12 @@ def run(args: argparse.Namespace) -> int:
                          ([r[name], *("" if r[k] is None else r[k] for k in KEYS)]
                           for r in rows))
         atomic_write_text(out_dir / "thresholds.json",
-                          dumps({"params": params, "grid": name, "rows": rows}))
+                          dumps({"params": params, "grid": name,
+                                 "rows": [nonfinite_notes(r, KEYS) for r in rows]}))
         from .. import plotting
 
-        plotting.plot_threshold_curves(name, rows, out_dir / "thresholds.png",
+        figure = figure_path(out_dir / "thresholds.png", args)
+        plotting.plot_threshold_curves(name, rows, figure,
                                        title=f"{params['channel']} L={params['L']}")
-        print(f"wrote {out_dir / 'thresholds.csv'}, .json and .png", file=sys.stderr)
+        print(f"wrote {out_dir / 'thresholds.csv'}, .json and {figure.suffix}", file=sys.stderr)
     return EXIT_OK

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..progress import progress_bar as _progress
 from .examples import epilog
+from .figures import add_figure_format_flag, figure_format, figure_path
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, add_allow_large,
                      add_execution_flags, add_mc_group, check_execution, check_size, execution,
                      flag_error, mc_options, prepare_path, problem_from_args)
@@ -22,7 +23,7 @@ OUT/runs/ and skipped on a rerun (interrupting loses nothing finished).  The SE
 is solved along alpha.  Writes OUT/validate.csv (per alpha: one row per d, the
 a + b/d extrapolation d = inf, and theory), OUT/validate.json and
 OUT/validate.png (test error, train error and matrix MSE vs alpha; test
-error vs 1/d).
+error vs 1/d; --format pdf or svg: validate.pdf or .svg).
 
 {MODEL}"""
 
@@ -56,6 +57,7 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default="amp-attention-validate", metavar="DIR",
                    help="output directory, created if needed; reruns resume from it "
                         "(default: ./amp-attention-validate)")
+    add_figure_format_flag(g)
     add_execution_flags(v.add_argument_group("execution"), 0, "Adam runs")
     add_mc_group(v)
     add_allow_large(v.add_argument_group("size"))
@@ -83,13 +85,17 @@ def run(args: argparse.Namespace) -> int:
     out = prepare_path(Path(args.out) / "validate.json").parent
     with execution(args) as (executor, workers):
         summary = run_validation(plan, out, executor=executor, workers=workers,
-                                 progress=lambda it, n: _progress(it, total=n, desc="Adam runs"))
-    print(f"{summary['trained']} run(s) trained, the others resumed from {out / 'runs'}")
+                                 progress=lambda it, n: _progress(it, total=n, desc="Adam runs"),
+                                 figure_format=figure_format(args))
+    resumed = len(plan.runs()) - summary["trained"]
+    print(f"{summary['trained']} run(s) trained"
+          + (f", {resumed} resumed from {out / 'runs'}" if resumed > 0 else ""))
     print(f"  {'alpha':>6} {'d':>6} {'test_error':>22} {'train_error':>22} {'matrix_mse':>22}")
     for r in summary["table"]:
         cells = " ".join(f"{r[q]:>11.5g} +-{r[q + '_stderr']:<8.2g}" for q in
                          ("test_error", "train_error", "matrix_mse"))
         print(f"  {r['alpha']:>6g} {r['d']:>6} {cells}")
-    print(f"wrote {out / 'validate.csv'}, {out / 'validate.json'} and {out / 'validate.png'}",
+    print(f"wrote {out / 'validate.csv'}, {out / 'validate.json'} and "
+          f"{figure_path(out / 'validate.png', args)}",
           file=sys.stderr)
     return EXIT_OK if summary["all_converged"] else EXIT_NOT_CONVERGED

@@ -4,11 +4,13 @@ Linear channel, L = 1, Wishart target kappa0 = 0.5, factorised learner kappa = 1
 lam = 0.1, label noise Delta = 0.5, alpha on 57 points from 0.1 to 1.5 (step 0.025,
 a smooth curve); direct ERM at d = 48 with 2 seeds at alpha = 0.35, 0.75, 1.1, 1.5
 (``amp-attention quickstart``); beside them the Bayes-optimal estimator (the MMSE and the
-Bayes predictor's test error), the best any learner can do on the same data.
+Bayes predictor's test error), the best any learner can do on the same data, and the
+interpolation threshold alpha_interp (lam -> 0+) of the problem.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
 from amp_attention.solvers.state_evolution import SEResult, solve_state_evolution
+from amp_attention.solvers.thresholds import interpolation_threshold
 
 from ..erm import ERMStatistics, erm_statistics
 from ..progress import progress_bar
@@ -67,11 +70,14 @@ class QuickstartResult:
     erm: tuple[tuple[float, ERMStatistics], ...]
     #: the Bayes-optimal estimator at every alpha (docs/theory.md "Bayes-optimal baseline")
     bayes: tuple[SEResult, ...] = ()
+    #: the interpolation threshold alpha_interp as lam -> 0+ (docs/theory.md "Thresholds");
+    #: NaN where the solver gives none, inf where ERM interpolates at no alpha
+    alpha_interp: float = math.nan
 
     @property
     def not_converged(self) -> tuple[list[float], list[float]]:
         """(alphas whose SE did not converge, alphas with an ERM seed that did not)."""
-        return ([a for a, r in zip(self.config.alphas, self.se) if not r.converged],
+        return ([a for a, r in zip(self.config.alphas, self.se) if not r.success],
                 [a for a, st in self.erm if not st.all_converged])
 
 
@@ -87,6 +93,11 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
     bayes = tuple(solve_bayes_optimal(config.problem(a), tol=config.tol)
                   for a in progress_bar(alphas, desc="Bayes-optimal", unit="alpha",
                                         show=progress))
+    try:
+        th = interpolation_threshold(config.problem(alphas[0]))
+        alpha_interp = float(th.alpha) if th.success else math.nan
+    except ValueError:  # no interpolation threshold for this channel and noise
+        alpha_interp = math.nan
     rows = []
     if erm:
         for a in config.erm_alphas:
@@ -101,4 +112,4 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
                 finally:
                     bar.close()
             rows.append((a, st))
-    return QuickstartResult(config, se, tuple(rows), bayes)
+    return QuickstartResult(config, se, tuple(rows), bayes, alpha_interp)

@@ -35,6 +35,8 @@ every W_K^h is <= d_k^{1/4}.
 from __future__ import annotations
 
 import os
+import zipfile
+import zlib
 from typing import Literal
 
 import numpy as np
@@ -128,6 +130,11 @@ def as_head_stack(W: object, heads: int | None = None, *, layout: str | None = N
     return np.ascontiguousarray(stack)
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception as one line (its type when it has no message)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     """A numeric array from a .npy file, or from a .npz archive (``key``: which array;
     may be omitted when the archive holds one).
@@ -160,6 +167,9 @@ def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarra
                     raise ValueError(f"W: {str(path)!r} has no array {name!r}; it holds "
                                      f"{', '.join(names)}")
                 arr = archive[name]
+                if not isinstance(arr, np.ndarray):  # NumPy returns a non-.npy member as bytes
+                    raise ValueError(f"W: {str(path)!r} is not a valid .npz archive: its member "
+                                     f"{name!r} is not a .npy array; {how}")
         else:
             raise ValueError(f"W: {str(path)!r} is not a .npy or .npz file (no NumPy header); "
                              f"pickles and torch checkpoints are never loaded: {how}")
@@ -169,8 +179,11 @@ def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarra
         # NumPy's own message for an object array invites allow_pickle=True: not ours
         raise ValueError(f"W: {str(path)!r} holds an array that cannot be read without "
                          f"unpickling (an object array, or a damaged file); {how}") from None
+    except (zipfile.BadZipFile, zlib.error) as exc:  # truncated or corrupted archive
+        raise ValueError(f"W: {str(path)!r} is a damaged .npz archive (truncated or "
+                         f"corrupted: {one_line(exc)}); {how}") from None
     except (OSError, EOFError) as exc:
-        raise ValueError(f"W: cannot read {str(path)!r} as a NumPy array ({exc}); "
+        raise ValueError(f"W: cannot read {str(path)!r} as a NumPy array ({one_line(exc)}); "
                          f"{how}") from None
     if arr.dtype.kind not in "biuf":
         raise ValueError(f"W: {str(path)!r} holds an array of dtype {arr.dtype}, not real "

@@ -17,7 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 
-from ..plotting import save_figure  # noqa: E402  (one title/layout/save convention for every figure)
+from ..files import atomic_save_figure  # noqa: E402
+from ..plotting import FIGURE_DPI, save_figure  # noqa: E402  (one title/layout/save convention for every figure)
 
 
 def plot_rotation(curves: Mapping[str, Sequence[dict]], path: str | Path,
@@ -200,6 +201,6 @@ def plot_overlaps(overlaps: np.ndarray, path: str | Path, title: str | None = No
     ax.set_ylabel("head h")
     ax.set_title(title or "pairwise subspace overlaps", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_save_figure(fig, path, dpi=FIGURE_DPI)
     plt.close(fig)
     return path

@@ -30,6 +30,19 @@ _TEST_TAG = 102
 _TRAIN_TAG = 103
 
 
+#: largest label-noise standard deviation.  The simulations add O(1) quantities (the
+#: target g has variance ~1, so bias^2 is O(1)) to and subtract them from noise terms of
+#: size ~sigma^2 (variances, covariances, the MSE itself); in float64 (unit roundoff
+#: 2^-53 ~ 1.1e-16) an O(1) term survives next to sigma^2 only while sigma^2 * 1.1e-16 << 1.
+#: sigma <= 1e6 keeps that error below 1.1e-4 of the target variance, and keeps every
+#: sum of squared errors (~sigma^4 times the number of terms, for the standard errors)
+#: far below the float64 maximum 1.8e308 (the standard errors overflow to inf from
+#: sigma ~ 1e77, the MSEs from ~ 1e154).
+SIGMA_MAX = 1e6
+SIGMA_WHY = ("beyond it the unit-variance target is lost in float64 rounding next to the "
+             "sigma^2 noise terms, and larger values overflow")
+
+
 def check_seed(name: str, value: object) -> int:
     """A numpy-compatible seed: an integer >= 0 (ValueError naming ``name`` otherwise)."""
     return check_integer(name, value, 0)
@@ -40,7 +53,8 @@ class NWTask:
     """Synthetic NW regression task (see the module docstring for g).
 
     d_model: input dimension (>= 1); n: training points per draw (>= 1);
-    m: fixed test points (>= 1); sigma: label-noise standard deviation (>= 0);
+    m: fixed test points (>= 1); sigma: label-noise standard deviation, in
+    [0, SIGMA_MAX = 1e6];
     intrinsic_dim: number s of target directions, in [1, d_model];
     omega: frequency of the target (> 0); n_val: held-out validation points per
     draw used to rank heads (>= 0; never the test points); seed: fixes the target
@@ -60,7 +74,10 @@ class NWTask:
         object.__setattr__(self, "d_model", check_integer("d_model", self.d_model, 1))
         object.__setattr__(self, "n", check_integer("n", self.n, 1))
         object.__setattr__(self, "m", check_integer("m", self.m, 1))
-        object.__setattr__(self, "sigma", check_nonnegative("sigma", self.sigma))
+        sigma = check_nonnegative("sigma", self.sigma)
+        if sigma > SIGMA_MAX:
+            raise ValueError(f"sigma must be <= {SIGMA_MAX:g} ({SIGMA_WHY}), got {sigma!r}")
+        object.__setattr__(self, "sigma", sigma)
         s = check_integer("intrinsic_dim", self.intrinsic_dim, 1)
         if s > self.d_model:
             raise ValueError(f"intrinsic_dim must lie in [1, d_model] = [1, {self.d_model}], got {s}")

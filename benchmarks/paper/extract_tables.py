@@ -18,6 +18,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from amp_attention.jsonsafe import json_safe
+
 TABLES = [
     *(f"data/SE/SE_kappa_0.5_lreg_{x}_noise_0.5.csv"
       for x in ("0.01", "0.002", "0.001", "0.0005", "0.0001", "1e-05", "0.0")),
@@ -53,7 +55,7 @@ def main() -> None:
     doc = {"source": "https://github.com/PenombraET/ExtensiveAttention", "commit": commit,
            "note": "rows copied verbatim (as floats); see tests/test_paper_tables.py",
            "tables": tables}
-    args.out.write_text(json.dumps(doc, separators=(",", ":")))
+    args.out.write_text(json.dumps(json_safe(doc), separators=(",", ":"), allow_nan=False))
     print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KiB, {len(tables)} tables)")
 
 

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from amp_attention.experiments.paper_figures import FIGURES, draw_figure
+from amp_attention.jsonsafe import json_safe
 from amp_attention.progress import progress_bar
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +47,7 @@ def main() -> int:
         print(f"figures.py: error: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {res['png']} and {Path(res['png']).with_suffix('.json')}")
-    print(json.dumps(res.get("test_vs_adam", {}), indent=1))
+    print(json.dumps(json_safe(res.get("test_vs_adam", {})), indent=1, allow_nan=False))
     for miss in res["not_converged"]:
         print(f"not converged (left out): {miss}")
     return 0
