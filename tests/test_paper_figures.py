@@ -129,3 +129,21 @@ def test_se_against_their_adam_point_within_the_measured_allowance() -> None:
     assert abs(theirs - r.test_error) <= bound
     # and the clean error differs from the noisy one by more than that: the column matters
     assert r.test_error_noisy - r.test_error > 3 * bound
+
+
+def test_an_unconverged_theory_point_is_a_gap():
+    """A curve point that did not converge (NaN) breaks the curve: no theory value between
+    it and its neighbours, so a simulation point there is counted as in a gap, not compared
+    with an interpolation across it."""
+    from amp_attention.experiments.paper_figures import _curve_values, _deviation, theory_at
+
+    rows = [{"alpha": a, "status": s, "test_error": a} for a, s in
+            [(0.1, "converged"), (0.2, "converged"), (0.3, "max_iter"), (0.4, "converged"),
+             (0.5, "converged"), (0.6, "not computed")]]
+    a, v = _curve_values(rows, "test_error")
+    assert a.tolist() == [0.1, 0.2, 0.3, 0.4, 0.5] and np.isnan(v[2])
+    at = np.array([0.15, 0.2, 0.25, 0.35, 0.4, 0.45])
+    got = theory_at(a, v, at)
+    assert np.allclose(got[[0, 1, 4, 5]], at[[0, 1, 4, 5]]) and np.all(np.isnan(got[[2, 3]]))
+    dev = _deviation(a, v, at, at + 0.01, np.full(at.size, 0.01))
+    assert dev["n"] == 4 and dev["in_gap"] == 2 and np.isclose(dev["median_diff"], 0.01)

@@ -32,6 +32,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..files import atomic_write_json, read_checkpoint
+from ..jsonsafe import as_float
 from ..paper import PaperSetting, alpha_bar, interpolation_alpha_bar, to_paper_columns
 from ..spec import Learner, Problem, Task, WishartTarget
 
@@ -320,10 +321,9 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     colors = plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS)))
     summary = {}
     for lr, c in zip(FIG2_LREGS, colors):
-        rows = [r for r in theory[f"fig2_lreg_{lr:g}"] if r["status"] == "converged"]
-        a = np.array([r["alpha"] for r in rows])
-        test = np.array([r["paper"]["test"] for r in rows])
-        train = np.array([r["paper"]["train"] for r in rows])
+        # the authors' columns: test = test_error_noisy, train = 2 alpha loss
+        a, test = _curve_values(theory[f"fig2_lreg_{lr:g}"], "test_error_noisy")
+        _, train = _curve_values(theory[f"fig2_lreg_{lr:g}"], "train")
         ax1.plot(a, test, color=c, lw=1.6, label=f"engine SE, $\\lambda$ = {lr:g}")
         ax2.plot(a, train, color=c, lw=1.6)
         se = read_table(root, f"data/SE/SE_kappa_0.5_lreg_{lr:g}_noise_0.5.csv")
@@ -363,9 +363,20 @@ def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:
 
     order = np.argsort(a)
     a, theory = np.asarray(a, dtype=float)[order], np.asarray(theory, dtype=float)[order]
-    if a.size < 3:
-        return np.interp(at, a, theory)
-    return PchipInterpolator(a, theory, extrapolate=False)(at)
+    at = np.asarray(at, dtype=float)
+    ok = np.isfinite(theory)
+    out = np.full(at.shape, math.nan)
+    if ok.sum() < 2:
+        return out
+    # a NaN (unconverged) grid point is a gap: no value between it and its neighbours
+    k = np.clip(np.searchsorted(a, at, side="right") - 1, 0, a.size - 2)
+    usable = (ok[k] & ok[k + 1]) | (np.isclose(at, a[k]) & ok[k]) | (np.isclose(at, a[k + 1]) & ok[k + 1])
+    usable &= (at >= a[0]) & (at <= a[-1])
+    af, tf = a[ok], theory[ok]
+    fn = (PchipInterpolator(af, tf, extrapolate=False) if af.size >= 3
+          else (lambda x: np.interp(x, af, tf)))
+    out[usable] = fn(at[usable])
+    return out
 
 
 def _deviation(a, theory, a_sim, sim, std, relative: bool = False) -> dict:
@@ -375,16 +386,19 @@ def _deviation(a, theory, a_sim, sim, std, relative: bool = False) -> dict:
     if a.size < 2:
         return {}
     inside = (a_sim >= a.min()) & (a_sim <= a.max())
+    ref = np.full(a_sim.shape, math.nan)
+    ref[inside] = theory_at(a, theory, a_sim[inside])
+    gap = inside & ~np.isfinite(ref)
+    inside &= np.isfinite(ref)
     if not np.any(inside):
         return {}
-    ref = theory_at(a, theory, a_sim[inside])
-    diff = sim[inside] - ref
+    diff = sim[inside] - ref[inside]
     z = diff / np.maximum(std[inside], 1e-12)
-    out = {"n": int(inside.sum()), "median_diff": float(np.median(diff)),
+    out = {"n": int(inside.sum()), "in_gap": int(gap.sum()), "median_diff": float(np.median(diff)),
            "max_abs_diff": float(np.max(np.abs(diff))), "median_z": float(np.median(z)),
            "max_abs_z": float(np.max(np.abs(z)))}
     if relative:
-        rel = diff / np.maximum(np.abs(ref), 1e-12)
+        rel = diff / np.maximum(np.abs(ref[inside]), 1e-12)
         out["median_rel"] = float(np.median(rel))
         out["max_abs_rel"] = float(np.max(np.abs(rel)))
     return out
@@ -587,11 +601,14 @@ def _converged(rows: list[dict]) -> list[dict]:
 
 
 def _curve_values(rows: list[dict], field: str) -> tuple[np.ndarray, np.ndarray]:
-    """(alphas, values) of ``field`` along the converged SE rows of a curve; "train" is
-    the authors' training objective per d^2, 2 alpha ``loss``."""
-    rs = _converged(rows)
+    """(alphas, values) of ``field`` along the solved SE rows of a curve, in alpha order,
+    NaN at a row that did not converge (a gap: plots break there and :func:`theory_at`
+    gives no value next to it); "train" is the authors' training objective per d^2,
+    2 alpha ``loss``."""
+    rs = sorted((r for r in rows if r["status"] != "not computed"), key=lambda r: r["alpha"])
     a = np.array([r["alpha"] for r in rs], dtype=float)
-    return a, np.array([2.0 * r["alpha"] * r["loss"] if field == "train" else r[field]
+    return a, np.array([math.nan if r["status"] != "converged"
+                        else 2.0 * r["alpha"] * r["loss"] if field == "train" else r[field]
                         for r in rs], dtype=float)
 
 
@@ -771,10 +788,10 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
     for field, col in ALLOWANCE_FIELDS.items():
         if col not in sim:
             continue
-        se = float(done["se"][field])
+        se = as_float(done["se"][field])  # null in the checkpoint: NaN (strict JSON)
         per_d = {}
         for d in ds:
-            v = np.array([done[f"d={d},seed={s}"][field] for s in range(seeds)])
+            v = np.array([as_float(done[f"d={d},seed={s}"][field]) for s in range(seeds)])
             per_d[d] = (float(v.mean()), float(v.std(ddof=1) / math.sqrt(seeds)))
         d2 = ds[-1]
         allowance = (abs(per_d[d2][0] - se) + 3.0 * per_d[d2][1]) * math.sqrt(d2 / 100.0)
@@ -796,8 +813,8 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
 def _paired_difference(done: dict, d: int, seeds: int, field: str) -> dict:
     """Mean and standard error over data sets of the seq2seq run's ``field`` minus the
     label run's on the same data set, and sqrt(d) times the mean."""
-    v = np.array([done[f"d={d},seed={s}"][field] - done[f"d={d},seed={s},label"][field]
-                  for s in range(seeds)])
+    v = np.array([as_float(done[f"d={d},seed={s}"][field])
+                  - as_float(done[f"d={d},seed={s},label"][field]) for s in range(seeds)])
     return {"mean": float(v.mean()), "sem": float(v.std(ddof=1) / math.sqrt(seeds)),
             "sqrt_d_times_mean": math.sqrt(d) * float(v.mean())}
 
@@ -818,7 +835,11 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
         if col not in sim or field not in allowance or a.size < 2:
             continue
         inside = (sim["alpha"] >= a.min()) & (sim["alpha"] <= a.max())
-        th = theory_at(a, values, sim["alpha"][inside])
+        th_all = np.full(sim["alpha"].shape, math.nan)
+        th_all[inside] = theory_at(a, values, sim["alpha"][inside])
+        gap = inside & ~np.isfinite(th_all)        # next to an unconverged SE point
+        inside &= np.isfinite(th_all)
+        th = th_all[inside]
         dev = sim[col][inside] - th
         xa, va = (np.asarray(v, dtype=float) for v in allowance[field])
         order = np.argsort(xa)
@@ -826,7 +847,7 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
         bound = 3.0 * sim[f"{col}_std"][inside] / math.sqrt(ADAM_RUNS) + allow
         bad = np.abs(dev) > bound
         out["fields"][field] = {"allowance": [float(allow.min()), float(allow.max())],
-                                "points": int(inside.sum()),
+                                "points": int(inside.sum()), "in_gap": int(gap.sum()),
                                 "outside": int(bad.sum()),
                                 "alphas_outside": sim["alpha"][inside][bad].round(5).tolist(),
                                 "max_dev_over_bound": float(np.max(np.abs(dev) / bound))}
