@@ -21,6 +21,24 @@ from amp_attention.cli.common import CLIError, check_execution, holds_interrupt
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _default_sigint():
+    """Ctrl-C as an interactive user has it.  A job started in the background of a
+    non-interactive shell (`cmd &`, as CI may be) inherits SIGINT ignored, and Python
+    then leaves it ignored; these tests are about the default disposition, so they set
+    it here and restore it after."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _sigint_default() -> None:
+    """preexec_fn of the subprocesses: SIGINT back to SIG_DFL (see _default_sigint)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def one_line(err: str) -> str:
     lines = err.strip("\n").splitlines()
     assert len(lines) == 1, err
@@ -240,7 +258,7 @@ def test_sigint_in_compiled_code_exits_130_with_one_line(argv, delays, message,
         extra = ["--out", str(tmp_path / f"out{delay}")] if argv[0] == "scaling" else []
         proc = subprocess.Popen([sys.executable, "-m", "amp_attention.cli", *argv, *extra],
                                 cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default)
         try:
             _wait_until_running(proc)
             time.sleep(delay)
