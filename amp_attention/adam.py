@@ -35,12 +35,11 @@ import numpy as np
 from .channels import channel_for
 from .checks import Integer, OneOf, Real, check_args
 from .data import generate_dataset
-from .erm import (N_TEST_MIN, objective_S, objective_W,
-                            population_error)
+from .erm import N_TEST_MIN, ChannelEvaluator, objective_S, objective_W, population_error
 from .operators import check_token_dtype, preactivations, tokens_in
 from .result import Result, Status
 from .spec import check_problem
-from .seq2seq import (TASKS, check_seq2seq_channel, seq2seq_objective, seq2seq_population_error,
+from .seq2seq import (TASKS, Seq2SeqEvaluator, check_seq2seq_channel, seq2seq_population_error,
                       seq2seq_train_error)
 from .threads import under_thread_policy
 
@@ -109,16 +108,10 @@ class AdamRun(Result):
 
 
 def _objective(X, y, P, channel, lam, elementwise: bool, task: str = "label"):
-    if task == "label":
-        if elementwise:
-            return objective_S(X, y, P, channel, lam, "elementwise")
-        return objective_W(X, y, P, channel, lam)
+    evaluator = Seq2SeqEvaluator if task == "seq2seq" else ChannelEvaluator
     if elementwise:
-        return seq2seq_objective(X, y, P, channel, lam, "elementwise")
-    p, d = P.shape
-    c = math.sqrt(p * d)
-    R, Z = seq2seq_objective(X, y, (P.T @ P) / c, channel, lam, "factorised")
-    return R, (2.0 / c) * (P @ Z)
+        return objective_S(X, y, P, channel, lam, "elementwise", evaluator)
+    return objective_W(X, y, P, channel, lam, evaluator)
 
 
 def _penalty_grad(P: np.ndarray, lam: float, d: int, elementwise: bool) -> np.ndarray:

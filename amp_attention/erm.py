@@ -225,14 +225,17 @@ def objective_S(
     channel: Channel,
     lam: float,
     parameterisation: str = "factorised",
+    evaluator: type[ChannelEvaluator] = ChannelEvaluator,
 ) -> tuple[float, np.ndarray]:
     """R(S) and dR/dS on Sym(d) (Frobenius gradient).
 
     factorised: R = f(S) + lam d Tr S, dR/dS = A*(G) + lam d I;
-    elementwise: R = f(S) + lam d ||S||_F^2 / 2, dR/dS = A*(G) + lam d S.
+    elementwise: R = f(S) + lam d ||S||_F^2 / 2, dR/dS = A*(G) + lam d S;
+    f and A*(G) from ``evaluator(X, y, channel)`` (default: the channel's loss; e.g.
+    :class:`~amp_attention.seq2seq.Seq2SeqEvaluator` for the seq2seq loss).
     """
     d = X.shape[2]
-    f, g = channel_loss_and_grad(X, y, S, channel)
+    f, g = evaluator(X, y, channel).f_and_grad(S)
     if parameterisation == "factorised":
         return f + lam * d * float(np.trace(S)), g + lam * d * np.eye(d)
     if parameterisation == "elementwise":
@@ -241,12 +244,14 @@ def objective_S(
 
 
 def objective_W(
-    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float
+    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float,
+    evaluator: type[ChannelEvaluator] = ChannelEvaluator,
 ) -> tuple[float, np.ndarray]:
-    """R(W) = f(W^T W / sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2 and dR/dW = 2 W (dR/dS) / sqrt(p d)."""
+    """R(W) = f(W^T W / sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2 and dR/dW = 2 W (dR/dS) / sqrt(p d)
+    (``evaluator`` as in :func:`objective_S`)."""
     p, d = W.shape
     c = math.sqrt(p * d)
-    R, Z = objective_S(X, y, (W.T @ W) / c, channel, lam, "factorised")
+    R, Z = objective_S(X, y, (W.T @ W) / c, channel, lam, "factorised", evaluator)
     return R, (2.0 / c) * (W @ Z)
 
 

@@ -33,6 +33,14 @@ def as_float(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def with_floats(record: dict | None, keys: Any) -> dict | None:
+    """A record read back from strict JSON with each of ``keys`` it holds as a float
+    (:func:`as_float`: null -> NaN); None stays None (no record)."""
+    if record is None:
+        return None
+    return {**record, **{k: as_float(record[k]) for k in keys if k in record}}
+
+
 def nonfinite_notes(row: dict, keys: Any, reasons: dict | None = None) -> dict:
     """A copy of ``row`` where each of ``keys`` holding a non-finite float is ``None``
     and a sibling ``<key>_note`` says what it was: ``"infinite"``, ``"-infinite"`` or

@@ -22,7 +22,7 @@ import numpy as np
 
 from .channels.base import is_logit_noise
 from .channels.newton import softmax_rows
-from .erm import ChannelEvaluator, population_error
+from .erm import ChannelEvaluator, objective_S, population_error
 from .operators import preactivations
 
 #: the tasks the engine's Adam trains: the L x L label output, or Y = A X
@@ -77,13 +77,7 @@ def seq2seq_objective(X, y, S, channel, lam: float, parameterisation: str = "fac
                       ) -> tuple[float, np.ndarray]:
     """R(S) and dR/dS on Sym(d) for the seq2seq loss, with the penalty of
     :func:`~amp_attention.erm.objective_S`."""
-    d = X.shape[2]
-    f, g = Seq2SeqEvaluator(X, y, channel).f_and_grad(S)
-    if parameterisation == "factorised":
-        return f + lam * d * float(np.trace(S)), g + lam * d * np.eye(d)
-    if parameterisation == "elementwise":
-        return f + 0.5 * lam * d * float(np.sum(S * S)), g + lam * d * S
-    raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
+    return objective_S(X, y, S, channel, lam, parameterisation, Seq2SeqEvaluator)
 
 
 def seq2seq_train_error(X: np.ndarray, y: np.ndarray, S: np.ndarray, channel) -> float:

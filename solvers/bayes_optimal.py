@@ -34,14 +34,14 @@ import numpy as np
 
 from amp_attention.channels import channel_for
 from amp_attention.channels.base import optional_member
-from amp_attention.checks import InstanceOf
+from amp_attention.checks import InstanceOf, check_args
 from amp_attention.denoisers import BayesDenoiserFunctionals, BayesOptimal
 from amp_attention.result import Status
 from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
 from .bayes_channel_integrals import BayesMonteCarloOptions, MonteCarloBayesChannel
-from .state_evolution import SEResult, _check_solver_options
+from .state_evolution import SOLVER_OPTIONS, SEResult
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
 INFORMATIVE_START = 1e-6
@@ -336,7 +336,7 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     relative residual max(tol, MC_TOL).
     """
     InstanceOf((Problem,), "a Problem").check("problem", problem)
-    _check_solver_options(start=start, tol=tol, max_iter=max_iter)
+    check_args(SOLVER_OPTIONS, start=start, tol=tol, max_iter=max_iter)
     t0 = time.perf_counter()
     se = BayesStateEvolution(problem, channel, mc)
     if se.mc is not None:

@@ -105,14 +105,14 @@ def check_draw_size(channel, log2_n: int, replicas: int) -> None:
     (pairs of samples), held as replicas x 2^(log2_n - 1) x dim doubles."""
     from amp_attention.resources import gib, memory_shortfall
 
-    dim = DRAWS_PER_K * channel.K + channel.noise_dim
+    dim = draw_dimension(channel)
     L = channel.L
     if dim > SOBOL_MAX_DIM:
         raise ValueError(f"L is too large for the Monte-Carlo channel integrals of the "
                          f"{channel.name} channel: L = {L} needs 3K + {channel.noise_dim} = "
                          f"{dim} Sobol coordinates per point (K = L(L+1)/2), more than the "
                          f"{SOBOL_MAX_DIM} of scipy's Sobol sequence")
-    need = 8 * replicas * 2**(log2_n - 1) * dim
+    need = draw_bytes(channel, log2_n, replicas)
     why = memory_shortfall(need)
     if why:
         raise ValueError(f"L = {L}: the Monte-Carlo channel integrals hold {replicas} replicas "
@@ -122,6 +122,16 @@ def check_draw_size(channel, log2_n: int, replicas: int) -> None:
 
 #: Gaussian coordinates per u-coordinate and point: u*, eta, eta0
 DRAWS_PER_K = 3
+
+
+def draw_dimension(channel) -> int:
+    """Sobol coordinates per point of the channel integrals: 3K + noise_dim."""
+    return DRAWS_PER_K * channel.K + channel.noise_dim
+
+
+def draw_bytes(channel, log2_n: int, replicas: int) -> int:
+    """Bytes of the Gaussian draws: replicas x 2^(log2_n - 1) points x draw_dimension doubles."""
+    return 8 * replicas * 2**(log2_n - 1) * draw_dimension(channel)
 
 #: how V_hat is estimated (MonteCarloChannel.vhat_form)
 VHAT_FORMS = ("by_parts", "hessian")

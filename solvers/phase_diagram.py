@@ -41,9 +41,9 @@ from amp_attention.spec import Problem
 
 from amp_attention.files import (atomic_write_json, atomic_write_npz, ensure_directory,
                                  read_checkpoint)
-from amp_attention.jsonsafe import as_float, json_safe
+from amp_attention.jsonsafe import json_safe, with_floats
 from amp_attention.runner import run_tasks
-from .state_evolution import (MonteCarloOptions, _same_fixed_point, solve_state_evolution,
+from .state_evolution import (MonteCarloOptions, same_fixed_point, solve_state_evolution,
                               unique_fixed_point)
 
 #: fields stored per point and in the npz (SE result names)
@@ -140,7 +140,7 @@ def point_file(out: Path, j: int, direction: str, i: int) -> Path:
 def _numbers(rec: dict) -> dict:
     """A point record as read back: its FIELDS and residual as floats (strict JSON stores
     NaN and infinities, e.g. of a point that diverged, as null: NaN here)."""
-    return {**rec, **{f: as_float(rec[f]) for f in FIELDS + ("residual",) if f in rec}}
+    return with_floats(rec, FIELDS + ("residual",))
 
 
 def _order(plan: PhaseDiagramPlan, direction: str) -> list[int]:
@@ -310,7 +310,7 @@ def _branches(plan: PhaseDiagramPlan, recs: list[dict], dist: float, unique: str
     if unique:
         return (f"the up and down branches end {dist:.2e} apart (relative) although the "
                 f"fixed point is unique, a {unique}: lower tol or raise max_iter")
-    if _same_fixed_point(*(np.array([r[k] for k in ("m", "q", "V")]) for r in recs), reached):
+    if same_fixed_point(*(np.array([r[k] for k in ("m", "q", "V")]) for r in recs), reached):
         return (f"the up and down branches end {dist:.2e} apart (relative), within what "
                 f"their residuals (up to {reached:.1e}) allow: one or two fixed points is "
                 "not resolved; lower tol")

@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from amp_attention.files import atomic_write_json, read_checkpoint
-from amp_attention.jsonsafe import as_float
+from amp_attention.jsonsafe import with_floats
 from amp_attention.runner import run_tasks
 from amp_attention.spec import PowerLawTarget, Problem
 
@@ -139,8 +139,7 @@ def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[d
         a = plan.alphas[i]
         f = point_file(Path(out), i, a) if out is not None else None
         row = read_checkpoint(f, POINT_KEYS) if f is not None else None
-        if row is not None:  # strict JSON keeps NaN (a point that diverged) as null
-            row = {**row, **{k: as_float(row[k]) for k in NUMBERS if k in row}}
+        row = with_floats(row, NUMBERS)  # strict JSON keeps NaN (a diverged point) as null
         if row is None:
             row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
             if f is not None:

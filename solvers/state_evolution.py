@@ -157,10 +157,6 @@ SOLVER_OPTIONS = {
 }
 
 
-def _check_solver_options(**options) -> dict:
-    return check_args(SOLVER_OPTIONS, **options)
-
-
 @dataclass(frozen=True)
 class MonteCarloOptions:
     """RQMC settings of non-linear channel expectations (amp_attention.solvers.channel_integrals).
@@ -430,7 +426,7 @@ def unique_fixed_point(problem: Problem, channel=None) -> str:
     return f"convex ERM ({getattr(channel, 'name', 'the')} channel, {what})"
 
 
-def _same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
+def same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
     """Two fixed points (m, q, V) of the same map solved to ``tol``: relative distance
     (to a) at most 1e3 tol + 1e-7 (metastability is its negation)."""
     diff = np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.maximum(np.abs(np.asarray(a)), 1e-12))
@@ -607,8 +603,9 @@ def solve_state_evolution(
     iterations still needed at the current rate.
     """
     InstanceOf((Problem,), "a Problem").check("problem", problem)
-    _check_solver_options(method=method, start=start, tol=tol, max_iter=max_iter, damping=damping,
-                          spectrum=spectrum, finite_size_check=finite_size_check, progress=progress)
+    check_args(SOLVER_OPTIONS, method=method, start=start, tol=tol, max_iter=max_iter,
+               damping=damping, spectrum=spectrum, finite_size_check=finite_size_check,
+               progress=progress)
     InstanceOf((MonteCarloOptions,), "a MonteCarloOptions", none_ok=True).check("mc", mc)
     InstanceOf((FiniteSizeOptions,), "a FiniteSizeOptions", none_ok=True).check("finite_d", finite_d)
     if finite_d is not None and spectrum:
@@ -642,7 +639,7 @@ def solve_state_evolution(
         pre = [coarse_pre[n] for n in names]
         # same point: relative distance <= 1e3 (0.1 COARSE_TOL) + 1e-7 ~ 1e-3, far below the
         # O(0.1-1) distance of distinct fixed points (a false "different" only costs time)
-        if all(p is not None and p[1].converged for p in pre) and _same_fixed_point(
+        if all(p is not None and p[1].converged for p in pre) and same_fixed_point(
                 pre[0][1].x, pre[1][1].x, 0.1 * COARSE_TOL):
             coarse_only = names[1]
             cse, crep = coarse_pre[coarse_only]
@@ -695,7 +692,7 @@ def solve_state_evolution(
             # each solve is only as close to its fixed point as its own residual (the
             # RQMC fine level stops at 5 % of its Monte-Carlo error, up to 1e-5, not at tol)
             reached = max(tol, float(rep.residual), float(r2.residual))
-            metastable = not _same_fixed_point([fields[k] for k in mqV], [f2[k] for k in mqV],
+            metastable = not same_fixed_point([fields[k] for k in mqV], [f2[k] for k in mqV],
                                                reached)
         alternative = {"start": name, "converged": r2.converged, "status": r2.status.value,
                        "message": r2.message,

@@ -27,7 +27,8 @@ import numpy as np
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import (atomic_save_figure, atomic_write_csv, atomic_write_json,
                                  ensure_directory, read_checkpoint)
-from amp_attention.jsonsafe import as_float
+from amp_attention.checks import Integer
+from amp_attention.jsonsafe import with_floats
 from amp_attention.operators import check_token_dtype
 from amp_attention.runner import run_tasks
 from amp_attention.spec import Problem
@@ -81,11 +82,8 @@ class ValidationPlan:
         if self.seed_scaling not in SEED_SCALINGS:
             raise ValueError(f"seed_scaling must be one of {', '.join(SEED_SCALINGS)}, "
                              f"got {self.seed_scaling!r}")
-        tp = self.theory_points
-        if (isinstance(tp, bool) or not isinstance(tp, (int, float, np.integer, np.floating))
-                or not math.isfinite(tp) or int(tp) != tp or tp < 2):
-            raise ValueError(f"theory_points must be an integer >= 2, got {tp!r}")
-        object.__setattr__(self, "theory_points", int(tp))
+        object.__setattr__(self, "theory_points", Integer(2, integral_float=True).check(
+            "theory_points", self.theory_points))
 
     def seeds_at(self, alpha: float, d: int | None = None) -> int:
         """Number of seeds at sample ratio ``alpha`` and dimension ``d`` (default: d_max)."""
@@ -121,12 +119,6 @@ def train_run(problem: Problem, alpha: float, d: int, seed: int, adam: AdamOptio
                       {"alpha": alpha, "dtype": dtype, **res.to_dict()})
 
 
-def _numbers(rec: dict | None) -> dict | None:
-    """A run record as read back: its QUANTITIES as floats (strict JSON stores NaN and
-    infinities, e.g. of a run that diverged, as null: NaN here)."""
-    return None if rec is None else {**rec, **{q: as_float(rec[q]) for q in QUANTITIES}}
-
-
 def finished(rec: dict | None, dtype: str) -> bool:
     """A run file counts as finished for a plan of ``dtype`` (files written before the
     dtype was recorded are float64 runs)."""
@@ -155,7 +147,8 @@ def run_validation(
     run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out),
                            plan.dtype) for a, d, s in todo],
               executor=executor, workers=workers, progress=progress)
-    runs = [_numbers(read_checkpoint(run_file(out, a, d, s), RUN_KEYS))
+    # strict JSON stores NaN and infinities (a run that diverged) as null: NaN here
+    runs = [with_floats(read_checkpoint(run_file(out, a, d, s), RUN_KEYS), QUANTITIES)
             for a, d, s in plan.runs()]
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))

@@ -557,24 +557,23 @@ def draw_size_error(exc: Exception, channel, opts) -> CLIError:
     the flag that made them too large: --mc-replicas or --mc-log2n when it is above its
     default and it alone can make them fit (with its allowed range), else --L."""
     from ..resources import MEMORY_SHARE, available_memory, memory_shortfall
-    from ..solvers.channel_integrals import DRAWS_PER_K
+    from ..solvers.channel_integrals import draw_bytes, draw_dimension
 
-    dim = DRAWS_PER_K * channel.K + channel.noise_dim
     available = available_memory()
     if available is None or "memory" not in str(exc):
         return flag_error(exc, TASK_FLAGS)
-    budget = MEMORY_SHARE * available
 
     def fits(replicas: int, log2_n: int) -> bool:
-        return 8 * replicas * 2**(log2_n - 1) * dim <= budget
+        return not memory_shortfall(draw_bytes(channel, log2_n, replicas), available)
 
-    need = 8 * opts.replicas * 2**(opts.log2_n - 1) * dim
-    why = memory_shortfall(need, available) or "does not fit in memory"
+    why = (memory_shortfall(draw_bytes(channel, opts.log2_n, opts.replicas), available)
+           or "does not fit in memory")
     what = (f"the Monte-Carlo channel integrals (L = {channel.L}) would hold {opts.replicas} "
-            f"replicas x 2^{opts.log2_n - 1} points x {dim} coordinates, which {why}")
+            f"replicas x 2^{opts.log2_n - 1} points x {draw_dimension(channel)} coordinates, "
+            f"which {why}")
     default = type(opts)()  # MonteCarloOptions' defaults, also the flags' defaults
     if opts.replicas > default.replicas and fits(2, opts.log2_n):
-        top = int(budget // (8 * 2**(opts.log2_n - 1) * dim))
+        top = int(MEMORY_SHARE * available // draw_bytes(channel, opts.log2_n, 1))
         return CLIError(f"argument --mc-replicas: {what} (allowed range: integers in [2, "
                         f"{top}] at --mc-log2n {opts.log2_n})")
     if opts.log2_n > default.log2_n and fits(opts.replicas, 4):

@@ -111,15 +111,13 @@ def run(args: argparse.Namespace) -> int:
     params = plan.to_dict()
     params["thresholds"] = thresholds
     header = list(rows[0].keys())
-    try:
-        atomic_write_csv(out / "compare.csv", header,
-                         [[fmt("; ".join(r[k]) if k == "warnings" else r[k]) for k in header]
-                          for r in rows],
-                         preamble="# " + dumps({"params": params}) + "\n")
-        atomic_write_text(out / "compare.json", dumps({"params": params, "rows": rows},
-                                                      indent=1) + "\n")
-    except OSError as exc:
-        raise CLIError(f"cannot write {str(exc.filename or out)!r}: {exc.strerror}") from None
+    # a write that fails is cli.main's one line "cannot write <file>: <reason>"
+    atomic_write_csv(out / "compare.csv", header,
+                     [[fmt("; ".join(r[k]) if k == "warnings" else r[k]) for k in header]
+                      for r in rows],
+                     preamble="# " + dumps({"params": params}) + "\n")
+    atomic_write_text(out / "compare.json", dumps({"params": params, "rows": rows},
+                                                  indent=1) + "\n")
     p = problem.to_dict()
     labels = {"alpha_PR_erm": r"$\alpha_{\rm PR}$ of ERM ($\lambda \to 0^+$)",
               "alpha_PR_bayes": r"$\alpha_{\rm PR}$ Bayes-optimal"}

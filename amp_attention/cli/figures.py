@@ -47,7 +47,7 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
 
     from .. import plotting
     from ..files import atomic_write_csv
-    from .common import CLIError, dumps
+    from .common import dumps
 
     x = np.asarray(spec.eigenvalues, dtype=float)
     rho = np.asarray(spec.density_S, dtype=float)
@@ -55,16 +55,13 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
     sig = np.asarray(spec.singular_values, dtype=float) if has_w else None
     rho_w = np.asarray(spec.density_W, dtype=float) if has_w else None
     atom_w = "none" if spec.atom_at_zero_W is None else f"{spec.atom_at_zero_W:.12g}"
-    try:
-        atomic_write_csv(
-            path, ["x", "density_S", "sigma", "density_W"],
-            ([f"{x[i]:.12g}", f"{rho[i]:.12g}", f"{sig[i]:.12g}" if has_w else "",
-              f"{rho_w[i]:.12g}" if has_w else ""] for i in range(x.size)),
-            preamble=(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
-                      f"atom_at_zero_W={atom_w}; densities are the continuous parts "
-                      f"(integral = 1 - atom); params={dumps(params)}\n"))
-    except OSError as exc:
-        raise CLIError(f"cannot write {str(path)!r}: {exc.strerror}") from None
+    atomic_write_csv(  # a failed write: cli.main's one line "cannot write <file>: <reason>"
+        path, ["x", "density_S", "sigma", "density_W"],
+        ([f"{x[i]:.12g}", f"{rho[i]:.12g}", f"{sig[i]:.12g}" if has_w else "",
+          f"{rho_w[i]:.12g}" if has_w else ""] for i in range(x.size)),
+        preamble=(f"# amp-attention se spectrum; atom_at_zero_S={spec.atom_at_zero:.12g}; "
+                  f"atom_at_zero_W={atom_w}; densities are the continuous parts "
+                  f"(integral = 1 - atom); params={dumps(params)}\n"))
     figure = Path(path).with_suffix(".png") if figure is None else Path(figure)
     title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
              f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")

@@ -291,13 +291,10 @@ def _out_dir(args: argparse.Namespace, mode: str) -> Path:
 
 
 def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[list]) -> None:
-    try:
-        atomic_write_text(out / f"heads_{mode}.json",
-                          json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
-        atomic_write_csv(out / f"heads_{mode}.csv", header, _plain(rows))
-    except OSError as exc:
-        raise ValueError(f"argument --out: cannot write {str(exc.filename or out)!r}: "
-                         f"{exc.strerror}") from None
+    # a write that fails is cli.main's one line "cannot write <file>: <reason>"
+    atomic_write_text(out / f"heads_{mode}.json",
+                      json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
+    atomic_write_csv(out / f"heads_{mode}.csv", header, _plain(rows))
 
 
 def _task_kernel(args: argparse.Namespace, d_model: int, n: int | None = None, *,

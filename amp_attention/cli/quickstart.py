@@ -96,12 +96,10 @@ def run(args: argparse.Namespace) -> int:
     }
     csv_path, json_path, png_path = (out / "quickstart.csv", out / "quickstart.json",
                                      figure_path(out / "quickstart.png", args))
-    try:
-        _write_quickstart_csv(csv_path, se_rows, erm_rows, bayes_rows)
-        atomic_write_text(json_path, dumps({"params": params, "se": se_rows, "erm": erm_rows,
-                                            "bayes": bayes_rows}, indent=1) + "\n")
-    except OSError as exc:
-        raise CLIError(f"cannot write {str(exc.filename or out)!r}: {exc.strerror}") from None
+    # a write that fails is cli.main's one line "cannot write <file>: <reason>"
+    _write_quickstart_csv(csv_path, se_rows, erm_rows, bayes_rows)
+    atomic_write_text(json_path, dumps({"params": params, "se": se_rows, "erm": erm_rows,
+                                        "bayes": bayes_rows}, indent=1) + "\n")
     erm_plot = None
     if erm_rows:
         erm_plot = {"alpha": [r["alpha"] for r in erm_rows],

@@ -379,17 +379,21 @@ def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:
     return out
 
 
+def _theory_at_points(a, theory, a_sim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(theory at a_sim, NaN where none; the points compared: inside the theory's range
+    with a value; the points in a gap: inside the range, next to an unconverged point)."""
+    ref = theory_at(a, theory, a_sim)
+    inside = (a_sim >= np.min(a)) & (a_sim <= np.max(a))
+    return ref, inside & np.isfinite(ref), inside & ~np.isfinite(ref)
+
+
 def _deviation(a, theory, a_sim, sim, std, relative: bool = False) -> dict:
     """Simulation minus theory (:func:`theory_at`) at the simulation's alphas inside the
     theory's range: median and largest |difference|, and in units of ``std`` (per point);
     ``relative``: also relative to the theory (``median_rel``, ``max_abs_rel``)."""
     if a.size < 2:
         return {}
-    inside = (a_sim >= a.min()) & (a_sim <= a.max())
-    ref = np.full(a_sim.shape, math.nan)
-    ref[inside] = theory_at(a, theory, a_sim[inside])
-    gap = inside & ~np.isfinite(ref)
-    inside &= np.isfinite(ref)
+    ref, inside, gap = _theory_at_points(a, theory, a_sim)
     if not np.any(inside):
         return {}
     diff = sim[inside] - ref[inside]
@@ -744,7 +748,7 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
     The finite-d deviation delta(d) = mean(d) - SE is carried to their d = 100 with the
     slower of the two usual rates, d^-1/2 (the report gives d delta(d) and sqrt(d)
     delta(d) at both d to show which holds): the allowance is
-    A = (|delta(d2)| + 3 sem(d2)) sqrt(d2 / 100), d2 the largest d,, and their point passes where
+    A = (|delta(d2)| + 3 sem(d2)) sqrt(d2 / 100), d2 the largest d, and their point passes where
     |theirs - SE| <= 3 sem(theirs) + A.  Every finished run is saved to ``checkpoint``
     (JSON, atomically) before the next starts; a rerun skips the saved ones."""
     from ..adam import train_layer
@@ -771,7 +775,8 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
                       "stderr": dict(r.mc_stderr or {}), "vhat_jump_share": r.vhat_jump_share}
         save()
     # seq2seq: the engine's Adam on the seq2seq loss, and on the label loss over the same
-    # data sets (paired: their difference is the O(d^-1/2) term of docs/theory.md 16.4)
+    # data sets (paired: their difference is the finite-d term of docs/theory.md 16.4,
+    # measured to fall like 1/d)
     tasks = ("seq2seq", "label") if f.task == "seq2seq" else ("label",)
     for d in ds:
         for seed in range(seeds):
@@ -834,13 +839,8 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
         a, values = _curve_values(theory_rows, field)
         if col not in sim or field not in allowance or a.size < 2:
             continue
-        inside = (sim["alpha"] >= a.min()) & (sim["alpha"] <= a.max())
-        th_all = np.full(sim["alpha"].shape, math.nan)
-        th_all[inside] = theory_at(a, values, sim["alpha"][inside])
-        gap = inside & ~np.isfinite(th_all)        # next to an unconverged SE point
-        inside &= np.isfinite(th_all)
-        th = th_all[inside]
-        dev = sim[col][inside] - th
+        th, inside, gap = _theory_at_points(a, values, sim["alpha"])
+        dev = sim[col][inside] - th[inside]
         xa, va = (np.asarray(v, dtype=float) for v in allowance[field])
         order = np.argsort(xa)
         allow = np.interp(sim["alpha"][inside], xa[order], va[order])
