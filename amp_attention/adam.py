@@ -1,15 +1,17 @@
 """Adam (and plain gradient descent) on the tied-attention layer (issue 5; docs/theory.md
 "Learners and the objective").
 
-The layer is trained as a user would train it: parameters W in R^{p x d}
-(factorised, S_W = W^T W / sqrt(p d), weight decay (lam / sqrt(kappa)) ||W||_F^2
-= lam d Tr S_W) or S itself (element-wise, penalty lam d ||S||_F^2 / 2), on the
-exact objective of docs/theory.md "Learners and the objective",
+The layer is trained as a user would train it, in the trainable weights of the
+learner's penalty (:mod:`amp_attention.penalties`): W in R^{p x d} (factorised,
+S_W = W^T W / sqrt(p d), weight decay (lam / sqrt(kappa)) ||W||_F^2 = lam d Tr S_W),
+S itself (element-wise, penalty lam d ||S||_F^2 / 2) or U, V in R^{p x d} (symmetric,
+S = (U^T U - V^T V)/sqrt(p d), weight decay (lam / sqrt(kappa)) (||U||^2 + ||V||^2)),
+on the exact objective of docs/theory.md "Learners and the objective",
 
     R = sum_mu 1/2 ||y_mu - g(h_mu(S))||^2 + penalty.
 
-Gradients are the analytic ones of :mod:`amp_attention.erm`
-(``objective_W``/``objective_S``: one forward GEMM, one adjoint GEMM; checked
+Gradients are the analytic ones of :mod:`amp_attention.erm` through the penalty's
+chain rule (``objective_W``: one forward GEMM, one adjoint GEMM; checked
 against finite differences in tests/test_erm_channels.py).  Mini-batches of B
 samples estimate R by (n/B) sum_{mu in batch} l + penalty, so that every
 batch sees the same regulariser as the full objective.
@@ -35,7 +37,8 @@ import numpy as np
 from .channels import channel_for
 from .checks import Integer, OneOf, Real, check_args
 from .data import generate_dataset
-from .erm import N_TEST_MIN, ChannelEvaluator, objective_S, objective_W, population_error
+from .erm import N_TEST_MIN, ChannelEvaluator, objective_W, penalty_of, population_error
+from .penalties import Penalty
 from .operators import check_token_dtype, preactivations, tokens_in
 from .result import Result, Status
 from .spec import check_problem
@@ -89,7 +92,7 @@ class AdamRun(Result):
     objective R and its relative gradient norm, status, iterations, and the
     history rows (iteration, loss R/n, relative gradient norm, learning rate)."""
 
-    #: the trained parameter: W (p x d, factorised) or S (element-wise)
+    #: the trained weights: W (p x d, factorised), S (element-wise) or [U; V] (symmetric)
     params: np.ndarray
     #: the learned query-key matrix S
     S: np.ndarray
@@ -107,19 +110,9 @@ class AdamRun(Result):
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("params", "S")
 
 
-def _objective(X, y, P, channel, lam, elementwise: bool, task: str = "label"):
+def _objective(X, y, P, channel, penalty: Penalty, task: str = "label"):
     evaluator = Seq2SeqEvaluator if task == "seq2seq" else ChannelEvaluator
-    if elementwise:
-        return objective_S(X, y, P, channel, lam, "elementwise", evaluator)
-    return objective_W(X, y, P, channel, lam, evaluator)
-
-
-def _penalty_grad(P: np.ndarray, lam: float, d: int, elementwise: bool) -> np.ndarray:
-    """Gradient of the regulariser (the part a mini-batch must not rescale):
-    lam d S (element-wise) or of lam d ||W||_F^2 / sqrt(p d) (factorised)."""
-    if elementwise:
-        return lam * d * P
-    return (2.0 * lam * d / math.sqrt(P.shape[0] * d)) * P
+    return objective_W(X, y, P, channel, penalty, evaluator)
 
 
 def adam_update(P: np.ndarray, G: np.ndarray, m: np.ndarray, v: np.ndarray, t: int, lr: float,
@@ -137,22 +130,26 @@ def train(
     X: np.ndarray,
     y: np.ndarray,
     channel,
-    lam: float,
+    lam: float | Penalty,
     P0: np.ndarray,
     *,
-    elementwise: bool = False,
+    parameterisation: str = "factorised",
     options: AdamOptions | None = None,
     record_every: int = 10,
     task: str = "label",
 ) -> AdamRun:
-    """Minimise R from the start P0 (W0 of shape (p, d), or S0 of shape (d, d) with
-    ``elementwise``) by Adam or GD; see the module docstring.  ``task`` "label" trains
+    """Minimise R from the start P0 by Adam or GD; see the module docstring.  ``lam`` is
+    the penalty (a :class:`~amp_attention.penalties.Penalty`, or the weight decay of the
+    registered ``parameterisation``); P0 its trainable weights (``penalty.weights_shape``:
+    W0 of shape (p, d) factorised, S0 of shape (d, d) element-wise, [U0; V0] of shape
+    (2p, d) symmetric).  ``task`` "label" trains
     the channel's loss 1/2 ||y - g(h)||^2; "seq2seq" the paper's 1/2 ||(A - A*) X||_F^2 / d
     (:mod:`amp_attention.seq2seq`; softmax channel, y = A*).  Overflow is
     detected and reported as divergence (no floating-point warnings)."""
     _check_task(task, channel)
+    penalty = penalty_of(lam, parameterisation)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _train(X, y, channel, lam, P0, elementwise, options, record_every, task)
+        return _train(X, y, channel, penalty, P0, options, record_every, task)
 
 
 def _check_task(task: str, channel) -> None:
@@ -162,21 +159,18 @@ def _check_task(task: str, channel) -> None:
         check_seq2seq_channel(channel)
 
 
-def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> AdamRun:
+def _train(X, y, channel, penalty, P0, options, record_every, task) -> AdamRun:
     opts = options or AdamOptions()
     t0 = time.perf_counter()
     n, _, d = X.shape
     P = np.array(P0, dtype=np.float64)
-    if elementwise and P.shape != (d, d):
-        raise ValueError(f"an element-wise start must have shape ({d}, {d}), got {P.shape}")
-    if not elementwise and (P.ndim != 2 or P.shape[1] != d):
-        raise ValueError(f"W0 must have shape (p, {d}), got {P.shape}")
+    penalty.check_weights(P, d)
     rng = np.random.default_rng([opts.seed, 0xADA])
     B = n if opts.batch_size is None else min(int(opts.batch_size), n)
     m = np.zeros_like(P)
     v = np.zeros_like(P)
     lr = float(opts.lr)
-    R, G = _objective(X, y, P, channel, lam, elementwise, task)
+    R, G = _objective(X, y, P, channel, penalty, task)
     g0 = max(float(np.linalg.norm(G)), 1e-300)
     best, since, history = R, 0, [(0, R / n, 1.0, lr)]
     order = rng.permutation(n)
@@ -191,8 +185,8 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> 
                 order, pos, epoch_end = rng.permutation(n), 0, True
             idx = np.sort(order[pos:pos + B])
             pos += B
-            _, Gb = _objective(X[idx], y[idx], P, channel, lam, elementwise, task)
-            gpen = _penalty_grad(P, lam, d, elementwise)
+            _, Gb = _objective(X[idx], y[idx], P, channel, penalty, task)
+            gpen = penalty.weights_penalty(P)[1]
             G = (n / B) * (Gb - gpen) + gpen
         if opts.optimiser == "adam":
             P, m, v = adam_update(P, G, m, v, it, lr, opts)
@@ -203,7 +197,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> 
                                                 "(lower the learning rate)")
             break
         if B == n:
-            R, G = _objective(X, y, P, channel, lam, elementwise, task)
+            R, G = _objective(X, y, P, channel, penalty, task)
             if not (math.isfinite(R) and np.all(np.isfinite(G))):
                 status, message = Status.DIVERGED, (f"at iteration {it}: non-finite loss "
                                                     "(lower the learning rate)")
@@ -214,7 +208,7 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> 
                 history.append((it, R / n, gnorm, lr))
                 break
         elif epoch_end:
-            R, _ = _objective(X, y, P, channel, lam, elementwise, task)
+            R, _ = _objective(X, y, P, channel, penalty, task)
             gnorm = math.nan
         else:
             continue
@@ -232,11 +226,9 @@ def _train(X, y, channel, lam, P0, elementwise, options, record_every, task) -> 
                     message = f"learning rate below lr_min = {opts.lr_min:g}"
                     converged = True
                     break
-    R, G = _objective(X, y, P, channel, lam, elementwise, task)
+    R, G = _objective(X, y, P, channel, penalty, task)
     gnorm = float(np.linalg.norm(G)) / g0
-    c = 1.0 if elementwise else math.sqrt(P.shape[0] * d)
-    S = P if elementwise else (P.T @ P) / c
-    return AdamRun(P, 0.5 * (S + S.T), R, gnorm, it, tuple(history), time.perf_counter() - t0,
+    return AdamRun(P, penalty.S_from_weights(P), R, gnorm, it, tuple(history), time.perf_counter() - t0,
                    success=converged, status=status, message=message)
 
 
@@ -302,7 +294,8 @@ def train_layer(
     train the layer of ``problem.learner`` with :func:`train`, and measure it.
 
     init "small": W0 = 1e-3 N(0, 1) (element-wise: S0 = 0); "random":
-    W0 = init_scale N(0, 1) (element-wise: symmetric N(0, init_scale^2 / d)),
+    W0 = init_scale N(0, 1) (element-wise: symmetric N(0, init_scale^2 / d)), the
+    penalty's ``small_weights`` / ``initial_weights`` (symmetric: [U0; V0] likewise),
     from default_rng([seed, INIT_SEED_TAG]).  p = max(1, round(kappa d)).  The
     test set has max(n, 20000) samples unless ``n_test`` is given.  ``dtype="float32"``
     trains on float32 tokens: the GEMMs over the data run in float32, the weights,
@@ -319,16 +312,11 @@ def train_layer(
     check_token_dtype(dtype)
     data = generate_dataset(problem, d, seed, target_spectrum, channel=ch)
     learner = problem.learner
-    elementwise = learner.parameterisation == "elementwise"
+    penalty = learner.penalty
     rng = np.random.default_rng([seed, INIT_SEED_TAG])
-    if elementwise:
-        A = rng.standard_normal((d, d)) * (init_scale / math.sqrt(d))
-        P0 = np.zeros((d, d)) if init == "small" else 0.5 * (A + A.T)
-    else:
-        p = max(1, int(round(learner.kappa * d)))
-        P0 = (1e-3 if init == "small" else init_scale) * rng.standard_normal((p, d))
-    run = train(tokens_in(data.X, dtype), data.y, ch, learner.lam, P0, elementwise=elementwise,
-                options=options, task=task)
+    P0 = (penalty.small_weights(d, rng) if init == "small"
+          else penalty.initial_weights(d, init_scale, rng))
+    run = train(tokens_in(data.X, dtype), data.y, ch, penalty, P0, options=options, task=task)
     S, S0 = run.S, data.S0
     nt = max(data.n, N_TEST_MIN) if n_test is None else int(n_test)
     if task == "seq2seq":
@@ -344,5 +332,5 @@ def train_layer(
         grad_norm=run.grad_norm, success=run.success, status=run.status, message=run.message,
         iterations=run.iterations, seconds=run.seconds,
         eigenvalues_S=np.linalg.eigvalsh(S),
-        singular_values_W=None if elementwise else np.linalg.svd(run.params, compute_uv=False),
+        singular_values_W=penalty.singular_values(run.params),
         history=run.history)

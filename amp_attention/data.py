@@ -12,56 +12,23 @@ sqrt(Delta) xi_mu, xi_mu ~ N(0, I_K), in the row-major a <= b order of
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from .channels.base import DATA_MEMBERS, Channel, check_channel
-from .checks import check_dimension, check_seed
+from .checks import InstanceOf, check_dimension, check_seed
 from .operators import preactivations
-from .spec import (CustomTarget, PowerLawTarget, Problem, SpikedTarget, Target, WishartTarget,
-                   check_problem)
+from .spec import Problem, Target, check_problem
+from .targets import haar_orthogonal, quantile_eigenvalues
+
+__all__ = ["Dataset", "TARGET_SPECTRA", "generate_dataset", "haar_orthogonal", "n_samples",
+           "quantile_eigenvalues", "sample_target_matrix", "sample_tokens", "target_eigenvalues"]
 
 
 def n_samples(alpha: float, d: int) -> int:
     """n = max(1, round(alpha d^2))."""
     return max(1, int(round(alpha * d * d)))
-
-
-def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
-    """A Haar-distributed d x d orthogonal matrix.
-
-    QR of a Gaussian matrix is Haar only after fixing the signs of R's
-    diagonal (LAPACK's convention would otherwise bias the distribution).
-    """
-    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
-    sign = np.sign(np.diag(R))
-    sign[sign == 0] = 1.0
-    return Q * sign
-
-
-def quantile_eigenvalues(positions: np.ndarray, weights: np.ndarray, d: int) -> np.ndarray:
-    """The d quantiles at levels (i + 1/2)/d of the discrete measure sum_j w_j delta_{x_j}.
-
-    For d equal atoms of weight 1/d this returns the atoms themselves (sorted):
-    the level (i + 1/2)/d sits strictly inside the i-th step of the CDF, which
-    keeps the result exact despite rounding in the cumulative sum.
-    """
-    order = np.argsort(positions, kind="stable")
-    x = np.asarray(positions, dtype=float)[order]
-    cdf = np.cumsum(np.asarray(weights, dtype=float)[order])
-    cdf /= cdf[-1]
-    levels = (np.arange(d) + 0.5) / d
-    idx = np.minimum(np.searchsorted(cdf, levels, side="left"), x.size - 1)
-    return x[idx]
-
-
-def _rotate(s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    O = haar_orthogonal(s.size, rng)
-    S0 = (O * s) @ O.T
-    return 0.5 * (S0 + S0.T)
 
 
 TARGET_SPECTRA = ("sampled", "quantile")
@@ -74,31 +41,8 @@ def target_eigenvalues(target: Target, d: int) -> np.ndarray:
     by the spikes, the power law re-evaluated at dimension d with p0 scaled
     proportionally (decreasing), or a custom list's quantiles.  For the power law
     and custom lists these are the target's eigenvalues whatever ``spectrum``."""
-    from .targets import target_measure
-
     d = check_dimension(d, minimum=1)
-    if isinstance(target, WishartTarget):
-        return target_measure(target).quantiles(d)
-    if isinstance(target, SpikedTarget):
-        return _with_spikes(target_measure(target).quantiles(d), target.spikes)
-    if isinstance(target, PowerLawTarget):
-        p0 = max(1, int(round(target.p0 * d / target.d)))
-        return dataclasses.replace(target, d=d, p0=min(p0, d)).eigenvalues()
-    if isinstance(target, CustomTarget):
-        positions, weights = target.atoms()
-        return quantile_eigenvalues(positions, weights, d)
-    raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
-                     f"got {type(target).__name__}")
-
-
-def _with_spikes(bulk: np.ndarray, spikes) -> np.ndarray:
-    """The bulk eigenvalues, sorted, with the top len(spikes) replaced by the sorted spikes."""
-    d = bulk.size
-    if d <= len(spikes):
-        raise ValueError(f"d must exceed the number of spikes ({len(spikes)}), got {d}")
-    s = np.sort(bulk)
-    s[d - len(spikes):] = np.sort(np.asarray(spikes))
-    return s
+    return target.eigenvalues_at(d)
 
 
 def sample_target_matrix(
@@ -124,20 +68,8 @@ def sample_target_matrix(
     d = check_dimension(d, minimum=1)
     if spectrum not in TARGET_SPECTRA:
         raise ValueError(f"target_spectrum must be one of {', '.join(TARGET_SPECTRA)}; got {spectrum!r}")
-    if isinstance(target, WishartTarget) and spectrum == "sampled":
-        p0 = max(1, int(round(target.kappa0 * d)))
-        W0 = rng.standard_normal((p0, d))
-        S0 = (W0.T @ W0) / math.sqrt(p0 * d)
-        return 0.5 * (S0 + S0.T)
-    if isinstance(target, SpikedTarget) and spectrum == "sampled":
-        p0 = max(1, int(round(target.kappa0 * d)))
-        W0 = rng.standard_normal((p0, d))
-        bulk = np.linalg.eigvalsh((W0.T @ W0) / math.sqrt(p0 * d))
-        return _rotate(_with_spikes(bulk, target.spikes), rng)
-    if isinstance(target, (WishartTarget, SpikedTarget, PowerLawTarget, CustomTarget)):
-        return _rotate(target_eigenvalues(target, d), rng)
-    raise ValueError(f"target must be a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget, "
-                     f"got {target!r}")
+    InstanceOf((Target,), "a Target").check("target", target)
+    return target.sample(d, rng, spectrum)
 
 
 def sample_tokens(n: int, L: int, d: int, rng: np.random.Generator) -> np.ndarray:

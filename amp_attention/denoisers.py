@@ -1,6 +1,8 @@
 """Denoisers: the prior side of the state evolution and of GAMP (docs/theory.md "Denoiser side
 and free probability").
 
+The ERM penalties (nuclear norm PSD, Frobenius, symmetric nuclear norm) are the
+denoisers of :mod:`amp_attention.penalties`; this module adds the Bayes-optimal one.
 Each denoiser is one object with two faces:
 
 * finite d: the matrix map B -> Shat (with its exact normalised divergence V),
@@ -21,169 +23,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._subordination_kernels import FAMILY_BAYES, FAMILY_SHIFTED
+from ._subordination_kernels import FAMILY_BAYES
 from .freeprob import SemicircleFreeConvolution
-from .spectral_maps import psd_soft_threshold, spectral_divergence, symmetric_eigh
+from .penalties import DenoiserFunctionals, Penalty, check_hats, penalty_for
+from .penalties.frobenius import Frobenius
+from .penalties.nuclear_psd import NuclearNormPSD
+from .penalties.nuclear_symmetric import SymmetricNuclearNorm
+from .spectral_maps import spectral_divergence, symmetric_eigh
 from .targets import SpectralMeasure
 
-
-@dataclass(frozen=True)
-class DenoiserFunctionals:
-    """Asymptotic overlaps of the denoiser output (docs/theory.md "Denoiser side and free
-    probability").
-
-    m = Tr(S0 Shat)/d, q = Tr(Shat^2)/d, V = normalised divergence,
-    trace_per_d = Tr(Shat)/d, rank_fraction = rank(Shat)/d, cutoff = the
-    smallest eigenvalue of B that is kept (max(2 lam, nu_kappa)),
-    quadrature_error = the relative error estimate of the integrals.
-    """
-
-    m: float
-    q: float
-    V: float
-    trace_per_d: float
-    rank_fraction: float
-    cutoff: float
-    quadrature_error: float = 0.0
-
-
-def check_hats(mh: float, qh: float, Vh: float) -> None:
-    for name, val in (("m_hat", mh), ("q_hat", qh), ("V_hat", Vh)):
-        if not (math.isfinite(val) and val > 0):
-            raise ValueError(f"{name} must be finite and > 0, got {val!r}")
-
-
-@dataclass(frozen=True)
-class NuclearNormPSD:
-    """Nuclear-norm (trace) penalty on PSD S with rank cap kappa*d (factorised learner).
-
-    f(nu) = relu(nu - 2 lam) / Vh on the top kappa*d eigenvalues of B, 0 on the
-    others (docs/theory.md "Denoiser side and free probability"); no cap when kappa >= 1.
-    """
-
-    lam: float
-    kappa: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.lam) and self.lam >= 0):
-            raise ValueError(f"lam must be in [0, inf), got {self.lam!r}")
-        if not (math.isfinite(self.kappa) and self.kappa > 0):
-            raise ValueError(f"kappa must be in (0, inf), got {self.kappa!r}")
-
-    @property
-    def rank_capped(self) -> bool:
-        return self.kappa < 1.0
-
-    def rank(self, d: int) -> int | None:
-        """The rank cap p = round(kappa d) at dimension d (None when kappa >= 1)."""
-        return max(1, int(round(self.kappa * d))) if self.rank_capped else None
-
-    # ---------------------------------------------------------------- finite d
-    def matrix_map(self, B: np.ndarray, Vh: float, *, with_spectrum: bool = False):
-        """(Shat, V) for a d x d symmetric B: Shat = U f(Lambda) U^T and
-        V = (2/d^2)[sum_i f'(nu_i) + sum_{i<j} (f_i - f_j)/(nu_i - nu_j)];
-        with ``with_spectrum`` also the eigenvalues f(nu) of Shat."""
-        d = B.shape[0]
-        S, nu, f = psd_soft_threshold(B, 2.0 * self.lam, Vh, self.rank(d))
-        fprime = np.where(f > 0, 1.0 / Vh, 0.0)
-        V = spectral_divergence(nu, f, fprime)
-        return (S, V, f) if with_spectrum else (S, V)
-
-    # ------------------------------------------------------------- asymptotic
-    def cutoff(self, law: SemicircleFreeConvolution) -> float:
-        """Smallest kept eigenvalue of B: max(2 lam, (1 - kappa) quantile of rho_B)."""
-        cut = 2.0 * self.lam
-        if self.rank_capped:
-            cut = max(cut, law.upper_quantile(self.kappa))
-        return cut
-
-    def functionals(
-        self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
-    ) -> DenoiserFunctionals:
-        """q = int f^2 rho_B, V = 2 int f rho_B Re g_B, m = (int x f rho_B - qh V)/mh,
-        Tr/d = int f rho_B, rank fraction = int_{x > cutoff} rho_B."""
-        check_hats(mh, qh, Vh)
-        law = SemicircleFreeConvolution(target.scaled(mh), qh, rtol=rtol)
-        cut = self.cutoff(law)
-        # rows 1, f, f^2, x f, f Re g_B of f = (x - 2 lam)/Vh over x > cut
-        vals, err = law.spectral_integrals(FAMILY_SHIFTED, 2.0 * self.lam, Vh, law.u_cut(cut))
-        rank, trace, q, xf, fg = (float(v) for v in vals)
-        V = 2.0 * fg
-        m = (xf - qh * V) / mh
-        return DenoiserFunctionals(m, q, V, trace, rank, cut, err)
-
-    def spectral_function(self, x: np.ndarray, Vh: float, cutoff: float) -> np.ndarray:
-        """f(x) = relu(x - 2 lam)/Vh for x >= cutoff, 0 below."""
-        x = np.asarray(x, dtype=float)
-        return np.where(x >= cutoff, np.maximum(x - 2.0 * self.lam, 0.0) / Vh, 0.0)
-
-    #: Shat = W^T W / sqrt(p d): PSD, with a factor W whose singular values exist
-    factorised = True
-
-    def spectral_scale(self, Vh: float) -> float:
-        """Above the cutoff f(x) = (x - shift)/scale: scale = Vh (so rho_S(s) = scale
-        rho_B(shift + scale s), and the eigenvalue s of Shat comes from x = shift + scale s)."""
-        return Vh
-
-    def spectral_shift(self) -> float:
-        return 2.0 * self.lam
-
-
-@dataclass(frozen=True)
-class Frobenius:
-    """Element-wise learner: penalty lam d ||S||_F^2 / 2 on symmetric S.
-
-    Enters the effective problem as lam ||S||_F^2, so f(x) = x / (Vh + 2 lam)
-    on every eigenvalue; the functionals are closed form:
-    q = (mh^2 Q0 + qh) c^2, V = c, m = mh Q0 c, Tr/d = mh <s> c, c = 1/(Vh + 2 lam).
-    """
-
-    lam: float
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.lam) and self.lam >= 0):
-            raise ValueError(f"lam must be in [0, inf), got {self.lam!r}")
-
-    def matrix_map(self, B: np.ndarray, Vh: float, *, with_spectrum: bool = False):
-        B = np.asarray(B, dtype=float)
-        d = B.shape[0]
-        c = 1.0 / (Vh + 2.0 * self.lam)
-        S = c * 0.5 * (B + B.T)
-        # The divergence of a linear map c*B is c (d(d+1)/2 / (d^2/2) -> 1 + 1/d).
-        V = c * (d + 1) / d
-        return (S, V, np.linalg.eigvalsh(S)) if with_spectrum else (S, V)
-
-    def functionals(
-        self, target: SpectralMeasure, mh: float, qh: float, Vh: float, *, rtol: float = 1e-11
-    ) -> DenoiserFunctionals:
-        check_hats(mh, qh, Vh)
-        c = 1.0 / (Vh + 2.0 * self.lam)
-        Q0 = target.moment(2)
-        return DenoiserFunctionals(
-            m=mh * Q0 * c,
-            q=(mh * mh * Q0 + qh) * c * c,
-            V=c,
-            trace_per_d=mh * target.moment(1) * c,
-            rank_fraction=1.0,
-            cutoff=-math.inf,
-        )
-
-    def spectral_function(self, x: np.ndarray, Vh: float, cutoff: float = -math.inf) -> np.ndarray:
-        return np.asarray(x, dtype=float) / (Vh + 2.0 * self.lam)
-
-    #: S is any symmetric matrix: no factor W, eigenvalues of either sign
-    factorised = False
-
-    def cutoff(self, law: SemicircleFreeConvolution) -> float:
-        """Every eigenvalue of B is kept."""
-        return -math.inf
-
-    def spectral_scale(self, Vh: float) -> float:
-        """f(x) = (x - shift)/scale with scale = Vh + 2 lam (see NuclearNormPSD)."""
-        return Vh + 2.0 * self.lam
-
-    def spectral_shift(self) -> float:
-        return 0.0
+__all__ = ["BayesDenoiserFunctionals", "BayesOptimal", "Denoiser", "DenoiserFunctionals",
+           "Frobenius", "NuclearNormPSD", "SymmetricNuclearNorm", "check_hats", "denoiser_for"]
 
 
 @dataclass(frozen=True)
@@ -294,11 +144,10 @@ class BayesOptimal:
         return (S, V, f) if with_spectrum else (S, V)
 
 
-Denoiser = NuclearNormPSD | Frobenius | BayesOptimal
+Denoiser = Penalty | BayesOptimal
 
 
-def denoiser_for(learner) -> Denoiser:
-    """The denoiser of a :class:`~amp_attention.spec.Learner`."""
-    if learner.parameterisation == "elementwise":
-        return Frobenius(learner.lam)
-    return NuclearNormPSD(learner.lam, learner.kappa)
+def denoiser_for(learner) -> Penalty:
+    """The denoiser of a :class:`~amp_attention.spec.Learner`: its penalty
+    (:func:`amp_attention.penalties.penalty_for`)."""
+    return penalty_for(learner)

@@ -6,18 +6,19 @@ Objective, in the exact normalisation of docs/theory.md (no 1/n, no 1/d):
     R(S) = sum_mu l(y_mu, h_mu(S)) + P(S),   l(y, h) = 1/2 ||y - g(h)||^2,
     h_mu,ab(S) = (x_mu,a^T S x_mu,b - delta_ab Tr S) / sqrt(d)   (all L x L entries),
 
-with the learner's penalty
+with the learner's penalty P (:mod:`amp_attention.penalties`, one module each):
 
 * factorised: S = W^T W / sqrt(p d), W in R^{p x d}, p = max(1, round(kappa d)),
       P(S) = lam d Tr S = (lam / sqrt(kappa)) ||W||_F^2;
-* elementwise: S symmetric, unconstrained, P(S) = lam d ||S||_F^2 / 2.
+* elementwise: S symmetric, unconstrained, P(S) = lam d ||S||_F^2 / 2;
+* symmetric: S symmetric of either sign, P(S) = lam d ||S||_*.
 
 Writing f(S) = sum_mu l(y_mu, h_mu(S)) and G_mu,ab = d l / d h_ab (all L^2 entries
 treated as independent, as the channel returns them), the gradient on Sym(d) is
 grad f(S) = A*(G) (:func:`~amp_attention.operators.preactivations_adjoint`) and
 
-    dR/dS = A*(G) + lam d I (factorised),   A*(G) + lam d S (elementwise),
-    dR/dW = 2 W (dR/dS) / sqrt(p d)          (chain rule through S = W^T W / sqrt(p d)).
+    dR/dS = A*(G) + dP/dS (``penalty.gradient``: lam d I, lam d S, lam d U sign(Lambda) U^T),
+    dR/dW by the penalty's chain rule (``penalty.objective_weights``; e.g. 2 W (dR/dS) / sqrt(p d)).
 
 Memory is O(n L d + d^2): S enters only through (nL x d) @ (d x d) products.
 The minimisers and the stopping rule live in :mod:`amp_attention.optim`; what
@@ -41,8 +42,9 @@ from .checks import OneOf, Real, check_args, check_count, check_dimension, check
 from .data import Dataset, generate_dataset, sample_tokens
 from .operators import (check_token_dtype, measure, measure_adjoint, preactivations,
                         preactivations_adjoint, tokens_in, top_eigenvalue_sym)
-from .optim import (Evaluator, OptimRun, ProjectedGradientCriterion, apg_psd,
+from .optim import (Evaluator, OptimRun, ProjectedGradientCriterion, apg,
                     conjugate_gradient, lbfgs_over, projected_gradient_criterion)
+from .penalties import Penalty, make_penalty
 from .result import Result, Status, outcome
 from .spec import Problem, check_problem
 from .threads import under_thread_policy
@@ -130,11 +132,19 @@ def stopping_status(converged: bool, residual: float, tol: float,
 
 
 def rank_cap(problem: Problem, d: int) -> int | None:
-    """p = max(1, round(kappa d)) for a factorised learner with kappa < 1, else None."""
-    lr = problem.learner
-    if lr.parameterisation == "factorised" and lr.kappa < 1.0:
-        return max(1, int(round(lr.kappa * d)))
-    return None
+    """The learner's rank cap at d (p = max(1, round(kappa d)) for a factorised learner
+    with kappa < 1), else None."""
+    return problem.learner.penalty.rank(d)
+
+
+def penalty_of(lam: float | Penalty, parameterisation: str = "factorised",
+               rank: int | None = None, d: int | None = None) -> Penalty:
+    """A :class:`~amp_attention.penalties.Penalty` given as itself, or as ``lam`` and a
+    registered ``parameterisation`` (with a rank cap ``rank`` at dimension ``d``)."""
+    if isinstance(lam, Penalty):
+        return lam
+    kappa = 1.0 if rank is None or d is None else rank / d
+    return make_penalty(parameterisation, lam, kappa)
 
 
 # ------------------------------------------------------------------ evaluators
@@ -223,36 +233,32 @@ def objective_S(
     y: np.ndarray,
     S: np.ndarray,
     channel: Channel,
-    lam: float,
+    lam: float | Penalty,
     parameterisation: str = "factorised",
     evaluator: type[ChannelEvaluator] = ChannelEvaluator,
 ) -> tuple[float, np.ndarray]:
-    """R(S) and dR/dS on Sym(d) (Frobenius gradient).
-
-    factorised: R = f(S) + lam d Tr S, dR/dS = A*(G) + lam d I;
-    elementwise: R = f(S) + lam d ||S||_F^2 / 2, dR/dS = A*(G) + lam d S;
+    """R(S) = f(S) + P(S) and dR/dS = A*(G) + dP/dS on Sym(d) (Frobenius gradient), P the
+    penalty ``lam`` (a :class:`~amp_attention.penalties.Penalty`, or the weight decay of
+    the registered ``parameterisation``): factorised lam d Tr S (gradient lam d I),
+    elementwise lam d ||S||_F^2 / 2 (lam d S), symmetric lam d ||S||_* (a subgradient);
     f and A*(G) from ``evaluator(X, y, channel)`` (default: the channel's loss; e.g.
     :class:`~amp_attention.seq2seq.Seq2SeqEvaluator` for the seq2seq loss).
     """
-    d = X.shape[2]
+    pen = penalty_of(lam, parameterisation)
     f, g = evaluator(X, y, channel).f_and_grad(S)
-    if parameterisation == "factorised":
-        return f + lam * d * float(np.trace(S)), g + lam * d * np.eye(d)
-    if parameterisation == "elementwise":
-        return f + 0.5 * lam * d * float(np.sum(S * S)), g + lam * d * S
-    raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
+    return f + pen.value(S), g + pen.gradient(S)
 
 
 def objective_W(
-    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float,
+    X: np.ndarray, y: np.ndarray, W: np.ndarray, channel: Channel, lam: float | Penalty,
     evaluator: type[ChannelEvaluator] = ChannelEvaluator,
+    parameterisation: str = "factorised",
 ) -> tuple[float, np.ndarray]:
-    """R(W) = f(W^T W / sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2 and dR/dW = 2 W (dR/dS) / sqrt(p d)
-    (``evaluator`` as in :func:`objective_S`)."""
-    p, d = W.shape
-    c = math.sqrt(p * d)
-    R, Z = objective_S(X, y, (W.T @ W) / c, channel, lam, "factorised", evaluator)
-    return R, (2.0 / c) * (W @ Z)
+    """R and dR/dW in the penalty's trainable weights (factorised: R(W) = f(W^T W /
+    sqrt(p d)) + (lam / sqrt(kappa)) ||W||_F^2, dR/dW = 2 W (dR/dS) / sqrt(p d);
+    ``lam``, ``parameterisation`` and ``evaluator`` as in :func:`objective_S`)."""
+    pen = penalty_of(lam, parameterisation)
+    return pen.objective_weights(W, evaluator(X, y, channel).f_and_grad)
 
 
 def kkt_residual(
@@ -264,21 +270,23 @@ def kkt_residual(
     parameterisation: str = "factorised",
     rank: int | None = None,
     seed: int = 0,
+    *,
+    penalty: Penalty | None = None,
 ) -> float:
     """First-order (KKT) residual of the ERM objective of docs/theory.md "Learners and the
     objective" at S.
 
     The relative projected-gradient norm that :func:`direct_erm` stops on
-    (:class:`~amp_attention.optim.ProjectedGradientCriterion`): ||S - prox_t(S - t grad f(S))||_F / (t g0) for the
-    factorised learner (PSD, trace penalty lam d, optional rank cap), or
-    ||grad f(S) + lam d S||_F / g0 for the element-wise one; zero exactly at
-    stationary points.  ``seed`` drives the power iteration for t.
+    (:class:`~amp_attention.optim.ProjectedGradientCriterion`): ||S - prox_t(S - t grad f(S))||_F / (t g0) for a
+    penalty with a prox (PSD trace penalty lam d with an optional rank cap ``rank``, or
+    the symmetric nuclear norm), or ||grad f(S) + dP/dS||_F / g0 for a smooth one
+    (element-wise); zero exactly at stationary points.  ``penalty`` (a
+    :class:`~amp_attention.penalties.Penalty`) replaces lam / parameterisation / rank.
+    ``seed`` drives the power iteration for t.
     """
     ev = evaluator_for(X, y, check_channel(channel, X.shape[1], DATA_MEMBERS))
-    if parameterisation not in ("factorised", "elementwise"):
-        raise ValueError(f"parameterisation must be one of factorised, elementwise; got {parameterisation!r}")
-    crit = projected_gradient_criterion(ev, lam * X.shape[2], rank, parameterisation == "elementwise",
-                      np.random.default_rng([seed, 0x11B]))
+    pen = penalty if penalty is not None else penalty_of(lam, parameterisation, rank, X.shape[2])
+    crit = projected_gradient_criterion(ev, pen, np.random.default_rng([seed, 0x11B]))
     _, gradf = ev.f_and_grad(np.asarray(S, dtype=float))
     return crit(np.asarray(S, dtype=float), gradf)
 
@@ -286,64 +294,46 @@ def kkt_residual(
 # ------------------------------------------------------------------ solvers
 
 
-def _solve_ridge(ev: Evaluator, thr: float, tol: float, max_iter: int,
+def _solve_ridge(ev: Evaluator, penalty: Penalty, tol: float, max_iter: int,
                  progress: bool) -> OptimRun:
-    """The element-wise learner with a least-squares f: (B*B + lam d I) S = B* y by
-    conjugate gradient; its relative residual is the stopping rule's."""
-    S, ok, its, res = conjugate_gradient(lambda V: ev.adjoint(ev.forward(V)) + thr * V,
+    """A quadratic penalty P = c ||S||_F^2 / 2 (element-wise, c = lam d) with a
+    least-squares f: (B*B + c I) S = B* y by conjugate gradient (c read off the penalty's
+    gradient at I); its relative residual is the stopping rule's."""
+    d = ev.d
+    c = float(penalty.gradient(np.eye(d))[0, 0])
+    S, ok, its, res = conjugate_gradient(lambda V: ev.adjoint(ev.forward(V)) + c * V,
                                          ev.adjoint(ev.y), tol, max_iter, progress)
     f, gf = ev.f_and_grad(S)
-    return OptimRun(S=S, objective=f + 0.5 * thr * float(np.sum(S * S)), converged=ok,
+    return OptimRun(S=S, objective=f + penalty.value(S), converged=ok,
                     iterations=its, residual=res, gradf=gf)
 
 
-def _sym(M: np.ndarray) -> np.ndarray:
-    return 0.5 * (M + M.T)
-
-
-def _solve_W(
+def _solve_weights(
     ev: Evaluator,
-    W0: np.ndarray,
-    thr: float,
+    P0: np.ndarray,
+    penalty: Penalty,
     crit: ProjectedGradientCriterion,
     tol: float,
     max_iter: int,
     progress: bool,
 ) -> OptimRun:
-    """L-BFGS over W in R^{p x d}: R(W) = f(W^T W/sqrt(pd)) + lam d Tr(W^T W)/sqrt(pd)."""
-    p, d = W0.shape
-    c = math.sqrt(p * d)
-    eye = np.eye(d)
+    """L-BFGS over the penalty's trainable weights P (W in R^{p x d}, [U; V], or S
+    itself): R(P) = f(S(P)) + P written in the weights.
 
-    def to_S(w: np.ndarray) -> np.ndarray:
-        W = w.reshape(p, d)
-        return _sym((W.T @ W) / c)
-
-    return lbfgs_over(ev, W0, to_S, lambda S: thr * float(np.trace(S)),
-                       lambda w, S, gf: (2.0 / c) * (w.reshape(p, d) @ (gf + thr * eye)),
-                       crit, tol, max_iter, progress, "W")
-
-
-def _solve_S_elementwise(
-    ev: Evaluator,
-    S_init: np.ndarray,
-    thr: float,
-    crit: ProjectedGradientCriterion,
-    tol: float,
-    max_iter: int,
-    progress: bool,
-) -> OptimRun:
-    """L-BFGS over the d x d matrix with S = sym(v): R = f(S) + lam d ||S||_F^2 / 2.
-
-    Optimising over all d^2 entries with the symmetric gradient is the Frobenius
-    metric of Sym(d) (off-diagonal pairs counted twice), better conditioned than
-    the d(d+1)/2 upper-triangle coordinates; the gradient is symmetric, so the
+    For S itself, optimising over all d^2 entries with the symmetric gradient is the
+    Frobenius metric of Sym(d) (off-diagonal pairs counted twice), better conditioned
+    than the d(d+1)/2 upper-triangle coordinates; the gradient is symmetric, so the
     iterates stay symmetric up to rounding and the antisymmetric part is flat.
     """
-    d = S_init.shape[0]
-    return lbfgs_over(ev, S_init, lambda v: _sym(v.reshape(d, d)),
-                       lambda S: 0.5 * thr * float(np.sum(S * S)),
-                       lambda v, S, gf: gf + thr * S, crit, tol, max_iter, progress, "S")
+    shape = P0.shape
+
+    def weights(x: np.ndarray) -> np.ndarray:
+        return x.reshape(shape)
+
+    return lbfgs_over(ev, P0, lambda x: penalty.S_from_weights(weights(x)),
+                      lambda x, S: penalty.weights_penalty(weights(x))[0],
+                      lambda x, S, gf: penalty.objective_weights(weights(x), lambda _S: (0.0, gf))[1],
+                      crit, tol, max_iter, progress, "W" if penalty.factorised else "S")
 
 
 # ---------------------------------------------------------------- evaluation
@@ -401,25 +391,25 @@ def _check_channel_matches(channel: Channel, task) -> None:
         raise ValueError(f"channel has beta={beta} but problem.task.beta={task.beta}")
 
 
-def _choose_solver(channel: Channel, problem: Problem, method: str, cap: int | None) -> str:
-    elementwise = problem.learner.parameterisation == "elementwise"
+def _choose_solver(channel: Channel, penalty: Penalty, method: str, cap: int | None) -> str:
     convex = bool(optional_member(channel, "convex"))
-    if elementwise:
+    if penalty.smooth:
         return "cg" if convex and optional_member(channel, "outputs_are_h") else "lbfgs-S"
     if method == "apg" or (method == "auto" and (convex or cap is None)):
         return "apg"
     return "lbfgs-W"
 
 
-def _start(solver: str, r: int, p: int, d: int, init_scale: float, seed: int,
+def _start(solver: str, r: int, penalty: Penalty, p: int, d: int, init_scale: float, seed: int,
            S_init: np.ndarray | None) -> np.ndarray:
     """Start r of a solver: the zero-ish start (r = 0) or a small random one."""
     rng = np.random.default_rng([seed, 0x5EED, r])
     if solver == "lbfgs-W":
-        return (1e-4 if r == 0 else init_scale) * rng.standard_normal((p, d))
+        return penalty.initial_weights(d, 1e-4 if r == 0 else init_scale, rng, p)
     if r == 0:
         return np.zeros((d, d)) if S_init is None else S_init
     if solver == "apg":
+        # a small PSD matrix: inside the domain of every penalty with a prox
         W0 = init_scale * rng.standard_normal((d, d))
         return (W0.T @ W0) / d
     A = rng.standard_normal((d, d)) * (init_scale / math.sqrt(d))
@@ -458,8 +448,12 @@ def direct_erm(
     The channel is ``problem.task``'s (``channel`` overrides it with an object
     that has the data members of the contract, e.g. an independent reference).
 
-    Learner (``problem.learner``): factorised, P = lam d Tr S over S = W^T W /
-    sqrt(p d), p = max(1, round(kappa d)); or elementwise, P = lam d ||S||_F^2 / 2.
+    Learner (``problem.learner``, its :mod:`~amp_attention.penalties` object): factorised,
+    P = lam d Tr S over S = W^T W / sqrt(p d), p = max(1, round(kappa d)); elementwise,
+    P = lam d ||S||_F^2 / 2; symmetric, P = lam d ||S||_* (accelerated proximal gradient
+    with the two-sided prox, or ``method="lbfgs"`` over S = (U^T U - V^T V)/sqrt(p d)).
+    A smooth penalty (elementwise) is solved as described for the element-wise learner
+    below, one with a prox as for the factorised one.
 
     Solvers (``method="auto"``).  A convex channel (``convex``: the linear one)
     takes accelerated proximal gradient over PSD S with the (rank-capped) prox
@@ -532,8 +526,10 @@ def direct_erm(
         {"tol": positive, "method": OneOf(METHODS), "init_scale": positive},
         tol=default_tol(convex, dtype) if tol is None else tol, method=method,
         init_scale=init_scale).values()
-    if method == "apg" and problem.learner.parameterisation == "elementwise":
-        raise ValueError("method='apg' applies to the factorised learner only (elementwise uses L-BFGS)")
+    penalty = problem.learner.penalty
+    if method == "apg" and penalty.smooth:
+        raise ValueError(f"method='apg' applies to a penalty with a proximal step (the "
+                         f"{penalty.name} learner's is smooth and uses L-BFGS)")
     if data is None:
         data = generate_dataset(problem, d, seed, target_spectrum, channel=channel)
     elif not isinstance(data, Dataset):
@@ -553,31 +549,26 @@ def direct_erm(
     n_test = max(data.n, N_TEST_MIN) if n_test is None else check_count("n_test", n_test, 2)
 
     t_start = time.time()
-    lr = problem.learner
-    thr = lr.lam * d
     X, y = tokens_in(data.X, dtype), data.y
     ev = evaluator_for(X, y, channel)
-    elementwise = lr.parameterisation == "elementwise"
-    cap = rank_cap(problem, d)
-    crit = projected_gradient_criterion(ev, thr, cap, elementwise, np.random.default_rng([seed, 0x11B]))
-    solver = _choose_solver(channel, problem, method, cap)
+    cap = penalty.rank(d)
+    crit = projected_gradient_criterion(ev, penalty, np.random.default_rng([seed, 0x11B]))
+    solver = _choose_solver(channel, penalty, method, cap)
     p = cap if cap is not None else d
 
     runs: list[OptimRun] = []
     for r in range(restarts + 1):
-        x0 = _start(solver, r, p, d, init_scale, seed, S_init)
-        if solver == "lbfgs-W":
-            run = _solve_W(ev, x0, thr, crit, tol, max_iter, progress)
-        elif solver == "apg":
+        x0 = _start(solver, r, penalty, p, d, init_scale, seed, S_init)
+        if solver == "apg":
             # the curvature bound 1/t is tight for a quadratic f: growing the step
             # there only buys rejected steps and stalls the momentum (measured: 354
             # iterations to 1e-9 without growth, no convergence in 20000 with it)
-            run = apg_psd(ev, x0, thr, cap, crit, tol, max_iter, progress,
-                          step_growth=1.0 if convex else 1.05)
+            run = apg(ev, x0, penalty, crit, tol, max_iter, progress,
+                      step_growth=1.0 if convex else 1.05)
         elif solver == "cg":
-            run = _solve_ridge(ev, thr, tol, max_iter, progress)
+            run = _solve_ridge(ev, penalty, tol, max_iter, progress)
         else:
-            run = _solve_S_elementwise(ev, x0, thr, crit, tol, max_iter, progress)
+            run = _solve_weights(ev, x0, penalty, crit, tol, max_iter, progress)
         if progress:
             print(f"[erm] start {r}: R/n={run.objective / data.n:.12e} "
                   f"converged={run.converged} its={run.iterations} res={run.residual:.2e}",
@@ -596,11 +587,7 @@ def direct_erm(
     S = best.S
     D = S - data.S0
     train = float(np.sum((y - channel.outputs(preactivations(X, S))) ** 2)) / data.n
-    if elementwise:
-        ev_abs = np.abs(np.linalg.eigvalsh(S))
-        rank = int(np.sum(ev_abs > 1e-9 * max(1.0, float(ev_abs.max(initial=0.0)))))
-    else:
-        rank = crit.support(S, best.gradf)
+    rank = crit.support(S, best.gradf)
     test, test_se, test_noisy = population_error(channel, data.S0, S, n_test, task.L, seed)
     return ERMResult(
         d=d,

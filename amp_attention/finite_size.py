@@ -35,7 +35,7 @@ from .denoisers import DenoiserFunctionals, check_hats
 from .targets import SpectralMeasure
 
 #: per-draw columns of :attr:`FiniteSizeDenoiser.last_replicas`
-REPLICA_FIELDS = ("m", "q", "V", "trace_per_d", "rank_fraction")
+REPLICA_FIELDS = ("m", "q", "V", "trace_per_d", "rank_fraction", "penalty_per_d2")
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,8 @@ class FiniteSizeDenoiser:
                                        with_spectrum=True)
         tol = 1e-12 * max(float(np.max(np.abs(f))), 1e-300)
         return np.array([float(np.dot(self.s, np.diag(S))) / d, float(np.sum(f * f)) / d, V,
-                         float(np.sum(f)) / d, float(np.sum(np.abs(f) > tol)) / d])
+                         float(np.sum(f)) / d, float(np.sum(np.abs(f) > tol)) / d,
+                         self.base.spectral_value(f)])
 
     def functionals(self, target: SpectralMeasure | None, mh: float, qh: float, Vh: float,
                     **_: object) -> DenoiserFunctionals:
@@ -107,8 +108,9 @@ class FiniteSizeDenoiser:
         check_hats(mh, qh, Vh)
         reps = np.array([self._one(Z, mh, qh, Vh) for Z in self.Z])
         self.last_replicas = reps
-        m, q, V, tr, rank = (float(v) for v in reps.mean(axis=0))
-        return DenoiserFunctionals(m, q, V, tr, rank, cutoff=math.nan, quadrature_error=0.0)
+        m, q, V, tr, rank, pen = (float(v) for v in reps.mean(axis=0))
+        return DenoiserFunctionals(m, q, V, tr, rank, cutoff=math.nan, quadrature_error=0.0,
+                                   penalty_per_d2=pen)
 
     def replica_functionals(self, mh: float, qh: float, Vh: float) -> np.ndarray:
         """The per-draw values (R x len(REPLICA_FIELDS)) at the given hats."""

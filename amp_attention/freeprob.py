@@ -145,6 +145,14 @@ class Panels:
         sqrt_lo = self.sqrt_lo[keep] & ~cut
         return Panels(lo, self.hi[keep].copy(), sqrt_lo, self.sqrt_hi[keep].copy())
 
+    def below(self, u_cut: float) -> "Panels":
+        """The panels over u < u_cut (a cut panel loses its square-root upper end)."""
+        keep = self.lo < u_cut
+        hi, cut = self.hi[keep].copy(), self.hi[keep] > u_cut
+        hi[cut] = u_cut
+        sqrt_hi = self.sqrt_hi[keep] & ~cut
+        return Panels(self.lo[keep].copy(), hi, self.sqrt_lo[keep].copy(), sqrt_hi)
+
 
 @dataclass(frozen=True)
 class QuadratureRule:
@@ -341,13 +349,18 @@ class SemicircleFreeConvolution:
         return self._adaptive_panels(integrands, panels, n_start, n_max)
 
     def spectral_integrals(self, family: int, shift: float = 0.0, fscale: float = 1.0,
-                           u_cut: float = -math.inf) -> tuple[np.ndarray, float]:
-        """int_{x > psi(u_cut)} h_j(x) rho_B(x) dx for the five rows h_j of ``family``
+                           u_cut: float = -math.inf, *,
+                           below: bool = False) -> tuple[np.ndarray, float]:
+        """int_{x > psi(u_cut)} h_j(x) rho_B(x) dx (``below``: over x < psi(u_cut)) for the
+        five rows h_j of ``family``
         (:data:`._subordination_kernels.FAMILY_SHIFTED`: f = (x - shift)/fscale, rows 1, f,
         f^2, x f, f Re g_B; ``FAMILY_BAYES``: f = (2u - x)/fscale, rows f, f^2, x f,
         f Re g_B, rho_B^2), compiled end to end with the per-panel adaptive rule of
         :meth:`integrate`.  Returns (values, error estimate)."""
-        panels = self._panels() if u_cut == -math.inf else self._panels().above(u_cut)
+        if below:
+            panels = self._panels().below(u_cut)
+        else:
+            panels = self._panels() if u_cut == -math.inf else self._panels().above(u_cut)
         if not len(panels):
             return np.zeros(_k.N_ROWS), 0.0
         kind, c, scale, points, weights = self._measure

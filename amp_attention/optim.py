@@ -4,8 +4,8 @@ stopping rule.
 Everything here works on an :class:`Evaluator` -- f(S) = sum_mu l(y_mu, h_mu(S))
 through a linear map h(S) and its adjoint -- and knows nothing of channels:
 
-* :func:`apg_psd`: accelerated proximal gradient over PSD S (optional rank cap)
-  for f + lam d Tr S;
+* :func:`apg`: accelerated proximal gradient for f + P with the penalty's prox (PSD and
+  rank cap, or two-sided);
 * :func:`lbfgs_over` / :func:`lbfgs_minimise`: scipy L-BFGS-B over any
   parameterisation of S, stopped by our criterion;
 * :func:`conjugate_gradient`: the ridge normal equations (least-squares f);
@@ -24,7 +24,6 @@ from typing import Any, Callable, Protocol
 import numpy as np
 from scipy.optimize import minimize
 
-from .spectral_maps import psd_soft_threshold
 
 
 class Evaluator(Protocol):
@@ -57,45 +56,47 @@ def _inner(A: np.ndarray, B: np.ndarray) -> float:
 
 @dataclass
 class ProjectedGradientCriterion:
-    """The one ERM stopping rule: the relative projected-gradient norm.
+    """The one ERM stopping rule: the relative projected-gradient norm, for any
+    :class:`~amp_attention.penalties.Penalty` P.
 
-    factorised:  res = ||S - prox_t(S - t grad f(S))||_F / (t g0),
-                 prox_t = psd_soft_threshold(., t lam d, rank = p or None),
-                 t = 1 / lambda_max(A*A),  g0 = ||grad f(0)||_F + lam d sqrt(d);
-    elementwise: res = ||grad f(S) + lam d S||_F / g0,  g0 = ||grad f(0)||_F.
+    P with a prox: res = ||S - prox_t(S - t grad f(S))||_F / (t g0),
+                   prox_t = ``penalty.prox(., t)`` (argmin ||S - B||^2/2 + t P(S)),
+                   t = 1 / lambda_max(A*A),  g0 = ||grad f(0)||_F + ||dP/dS(0)||_F;
+    smooth P:      res = ||grad f(S) + dP/dS||_F / g0,  g0 = ||grad f(0)||_F.
     """
 
-    thr: float  # lam d
-    rank: int | None
+    penalty: Any
     t: float
     g0: float
-    elementwise: bool
 
     def __call__(self, S: np.ndarray, gradf: np.ndarray) -> float:
-        if self.elementwise:
-            return float(np.linalg.norm(gradf + self.thr * S)) / self.g0
-        P, _, _ = psd_soft_threshold(S - self.t * gradf, self.t * self.thr, 1.0, rank=self.rank)
+        if self.penalty.smooth:
+            return float(np.linalg.norm(gradf + self.penalty.gradient(S))) / self.g0
+        P, _ = self.penalty.prox(S - self.t * gradf, self.t)
         return float(np.linalg.norm(S - P)) / (self.t * self.g0)
 
     def support(self, S: np.ndarray, gradf: np.ndarray) -> int:
-        """Number of nonzero eigenvalues of the prox-gradient point (the identified rank)."""
-        _, _, fv = psd_soft_threshold(S - self.t * gradf, self.t * self.thr, 1.0, rank=self.rank)
-        return int(np.sum(fv > 0))
+        """Number of nonzero eigenvalues identified at the solution: of the prox-gradient
+        point (a prox penalty), or of S above 1e-9 of the largest (a smooth one)."""
+        if self.penalty.smooth:
+            ev_abs = np.abs(np.linalg.eigvalsh(S))
+            return int(np.sum(ev_abs > 1e-9 * max(1.0, float(ev_abs.max(initial=0.0)))))
+        _, fv = self.penalty.prox(S - self.t * gradf, self.t)
+        return int(np.sum(fv != 0))
 
 
-def projected_gradient_criterion(ev: "Evaluator", thr: float, cap: int | None,
-                                 elementwise: bool,
+def projected_gradient_criterion(ev: "Evaluator", penalty: Any,
                                  rng: np.random.Generator) -> ProjectedGradientCriterion:
-    """The criterion of the ERM objective f + penalty on ``ev``'s data: t from the
-    top eigenvalue of the evaluator's A*A (power iteration driven by ``rng``), g0
-    from the gradient at S = 0."""
+    """The criterion of the ERM objective f + P on ``ev``'s data: t from the top
+    eigenvalue of the evaluator's A*A (power iteration driven by ``rng``), g0 from the
+    gradient at S = 0."""
     d = ev.d
     lip = max(ev.operator_norm_sq(rng), 1e-300)
     _, g_at_0 = ev.f_and_grad(np.zeros((d, d)))
-    g0 = float(np.linalg.norm(g_at_0)) + (0.0 if elementwise else thr * math.sqrt(d))
+    g0 = float(np.linalg.norm(g_at_0)) + penalty.gradient_scale(d)
     if not g0 > 0.0:
         g0 = 1.0  # labels equal g(h(0)) and lam = 0: S = 0 is exact, any scale works
-    return ProjectedGradientCriterion(thr=thr, rank=cap, t=1.0 / lip, g0=g0, elementwise=elementwise)
+    return ProjectedGradientCriterion(penalty=penalty, t=1.0 / lip, g0=g0)
 
 
 # ------------------------------------------------------------------ minimisers
@@ -186,7 +187,7 @@ def lbfgs_over(
     ev: "Evaluator",
     x0: np.ndarray,
     to_S: Callable[[np.ndarray], np.ndarray],
-    penalty: Callable[[np.ndarray], float],
+    penalty: Callable[[np.ndarray, np.ndarray], float],
     grad_x: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
     crit: ProjectedGradientCriterion,
     tol: float,
@@ -194,7 +195,7 @@ def lbfgs_over(
     progress: bool,
     label: str,
 ) -> OptimRun:
-    """L-BFGS over a parameter x with S = to_S(x), R = f(S) + penalty(S) and
+    """L-BFGS over a parameter x with S = to_S(x), R = f(S) + penalty(x, S) and
     dR/dx = grad_x(x, S, grad f(S)); one evaluation per distinct x (L-BFGS, the
     stopping rule and the result share it)."""
     cache: dict[str, Any] = {"x": None}
@@ -205,7 +206,7 @@ def lbfgs_over(
             return cache["R"], cache["S"], cache["gf"]
         S = to_S(x)
         f, gf = ev.f_and_grad(S)
-        R = f + penalty(S)
+        R = f + penalty(x, S)
         cache.update(x=x.copy(), R=R, S=S, gf=gf)
         state["f"] = R
         return R, S, gf
@@ -223,18 +224,18 @@ def lbfgs_over(
     return OptimRun(S=S.copy(), objective=R, converged=ok, iterations=its, residual=res, gradf=gf)
 
 
-def apg_psd(
+def apg(
     ev: "Evaluator",
     S_init: np.ndarray,
-    thr: float,
-    rank: int | None,
+    penalty: Any,
     crit: ProjectedGradientCriterion,
     tol: float,
     max_iter: int,
     progress: bool,
     step_growth: float = 1.05,
 ) -> OptimRun:
-    """Accelerated proximal gradient over PSD S for f(S) + lam d Tr S (f need not be convex).
+    """Accelerated proximal gradient for f(S) + P(S) with the penalty's prox (f need not be
+    convex; e.g. P = lam d Tr S over PSD S of rank <= p, or lam d ||S||_*).
 
     FISTA with (i) backtracking on the sufficient-decrease inequality
     f(z) <= f(y) + <grad f(y), z - y> + ||z - y||^2 / (2t), (ii) a monotone
@@ -251,7 +252,7 @@ def apg_psd(
     x = S_init.copy()
     hx = ev.forward(x)
     fx, Gx = ev.loss_from_h(hx)
-    Fx = fx + thr * float(np.trace(x))
+    Fx = fx + penalty.value(x)
     gx: np.ndarray | None = None
     x_prev, hx_prev = x, hx
     tk = 1.0
@@ -274,7 +275,7 @@ def apg_psd(
             gy = gx
         backtracked = False
         while True:
-            z, _, _ = psd_soft_threshold(yv - t * gy, t * thr, 1.0, rank=rank)
+            z, _ = penalty.prox(yv - t * gy, t)
             hz = ev.forward(z)
             fz, Gz = ev.loss_from_h(hz)
             diff = z - yv
@@ -284,7 +285,7 @@ def apg_psd(
                 break
             t *= 0.5
             backtracked = True
-        Fz = fz + thr * float(np.trace(z))
+        Fz = fz + penalty.value(z)
         if Fz > Fx and b > 0.0:
             tk = 1.0
             x_prev, hx_prev = x, hx

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from .penalties.registry import penalty_class
 from .spec import Learner, Problem, Task, WishartTarget
 
 #: engine field -> (authors' column, factor): column = factor x field
@@ -69,7 +70,7 @@ class PaperSetting:
         (factorised) or lreg (element-wise; class docstring)."""
         noise, at = ((self.noise_in, "logit_goe") if self.noise_in > 0 or self.noise_out == 0
                      else (self.noise_out, "output"))
-        lam = self.lreg if self.parameterisation == "elementwise" else self.lreg / 2.0
+        lam = penalty_class(self.parameterisation).paper_lam(self.lreg)
         return Problem(Task("softmax", L=self.T, beta=self.beta, noise=noise, noise_at=at),
                        WishartTarget(self.kappa),
                        Learner(kappa=self.kappa_student, lam=lam,

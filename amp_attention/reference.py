@@ -110,6 +110,36 @@ def psd_functionals(kappa0, mh, qh, Vh, lam, dps: int = 30) -> ReferenceFunction
         return ReferenceFunctionals((xf - qh * V) / mh, q, V, trace, rank)
 
 
+def symmetric_functionals(kappa0, mh, qh, Vh, lam, dps: int = 30) -> ReferenceFunctionals:
+    """The same functionals for the two-sided map f(x) = sign(x) relu(|x| - 2 lam)/Vh of
+    the symmetric nuclear norm: both tails |x| > 2 lam of rho_B."""
+    with mp.workdps(dps):
+        mh, qh, Vh, lam = (mp.mpf(v) for v in (mh, qh, Vh, lam))
+        cut = 2 * lam
+        pieces = []  # (a, b, shift): f = (x - shift)/Vh on [a, b]
+        for a, b in support_edges(kappa0, mh, qh):
+            if b > cut:
+                pieces.append((max(a, cut), b, cut))
+            if a < -cut:
+                pieces.append((a, min(b, -cut), -cut))
+
+        def integral(fun):
+            total = mp.mpf(0)
+            for a, b, shift in pieces:
+                def integrand(x):
+                    g = stieltjes_real(kappa0, mh, qh, x)
+                    return fun(x, (x - shift) / Vh, -mp.im(g) / mp.pi, mp.re(g))
+                total += mp.quad(integrand, [a, b])
+            return total
+
+        rank = integral(lambda x, f, rho, reg: rho)
+        trace = integral(lambda x, f, rho, reg: f * rho)
+        q = integral(lambda x, f, rho, reg: f ** 2 * rho)
+        V = 2 * integral(lambda x, f, rho, reg: f * rho * reg)
+        xf = integral(lambda x, f, rho, reg: x * f * rho)
+        return ReferenceFunctionals((xf - qh * V) / mh, q, V, trace, rank)
+
+
 def linear_se_fixed_point(kappa0, L, noise, lam, alpha, start, dps: int = 30, tol: float = 1e-20):
     """Linear-channel SE fixed point (kappa >= 1, Wishart target) to high precision.
 

@@ -1,11 +1,16 @@
 """One runner for every sweep: independent tasks in this process, in a local process
 pool, or on any ``concurrent.futures`` executor (a Dask cluster's
-``client.get_executor()``).
+``client.get_executor()``), and the one checkpoint protocol of resumable sweeps.
 
-Every task of a sweep writes its own result file atomically
-(:mod:`amp_attention.files`) before it returns, so an interrupted sweep resumes
-from the finished tasks whichever executor ran them.  Task functions must be
-module-level (picklable) and their arguments plain data.
+The protocol (:class:`Checkpoints`, :func:`run_checkpointed`): every task has a stable
+key and one JSON file under the sweep's directory; the files are read once, the tasks
+without a finished file run, and each task's record is written atomically
+(:mod:`amp_attention.files`) by the process that computed it, before it returns, so an
+interrupted sweep resumes from the finished tasks whichever executor ran them.  A sweep
+declares its tasks (key -> arguments) and assembles the records; continuation chains
+(phase diagrams, scaling), whose points depend on the previous one, read and write the
+same store point by point.  Task functions must be module-level (picklable) and their
+arguments plain data.
 """
 
 from __future__ import annotations
@@ -16,9 +21,13 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .checks import check_count
+from .files import atomic_write_json, ensure_directory, read_checkpoint
+from .jsonsafe import with_floats
 
 
 #: PR_SET_PDEATHSIG of prctl(2): the signal a Linux process gets when its parent dies
@@ -118,3 +127,74 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *,
     finally:
         if own:
             ex.shutdown(wait=True, cancel_futures=True)
+
+
+# ------------------------------------------------------------------ checkpoints
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """The finished tasks of one sweep: ``<root>/<key>.json`` per task key.
+
+    A file without the ``required`` keys (truncated, garbage, another format) is moved
+    aside and its task recomputed (:func:`amp_attention.files.read_checkpoint`); the
+    ``numbers`` fields are read back as floats (strict JSON stores NaN and infinities as
+    null).  Plain data: a store travels to the workers with its tasks."""
+
+    root: str
+    required: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
+
+    def path(self, key: str) -> Path:
+        return Path(self.root) / f"{key}.json"
+
+    def read(self, key: str, accept: Callable[[dict], bool] | None = None) -> dict | None:
+        """The record of task ``key``, or None when it has none (or ``accept`` refuses it:
+        e.g. a record of another plan's parameters)."""
+        rec = read_checkpoint(self.path(key), self.required)
+        if rec is None or (accept is not None and not accept(rec)):
+            return None
+        return with_floats(rec, self.numbers) if self.numbers else rec
+
+    def write(self, key: str, record: dict) -> None:
+        """Save ``record`` atomically as task ``key``'s file."""
+        ensure_directory(Path(self.root))
+        atomic_write_json(self.path(key), record)
+
+
+def compute_and_store(fn: Callable[..., dict], store: Checkpoints | None, key: str,
+                      args: tuple) -> dict:
+    """``fn(*args)``, saved as task ``key`` of ``store`` before it returns (the worker side
+    of :func:`run_checkpointed`)."""
+    record = fn(*args)
+    if store is not None:
+        store.write(key, record)
+    return record
+
+
+def run_checkpointed(fn: Callable[..., dict], tasks: Mapping[str, tuple],
+                     store: Checkpoints | None, *,
+                     accept: Callable[[str, dict], bool] | None = None,
+                     executor: cf.Executor | None = None, workers: int = 0,
+                     progress: Callable[[Iterable, int], Iterable] | None = None
+                     ) -> tuple[dict[str, dict], int]:
+    """The checkpoint protocol: ``{key: record}`` for every task (key -> arguments of
+    ``fn``, which returns a JSON-ready record), in task order, and the number of tasks
+    this call computed.  Finished tasks (a file in ``store`` that ``accept(key, record)``
+    takes; e.g. not one of another plan's parameters) are
+    read, not run; the others run through :func:`run_tasks` (``executor``, ``workers``,
+    ``progress`` as there) and are saved by the process that ran them, then read back,
+    so every record comes from its file.  ``store`` None: nothing is read or written."""
+    keys = list(tasks)
+    done = {}
+    if store is not None:
+        for k in keys:
+            rec = store.read(k, None if accept is None else (lambda r, k=k: accept(k, r)))
+            if rec is not None:
+                done[k] = rec
+    todo = [k for k in keys if k not in done]
+    fresh = run_tasks(compute_and_store, [(fn, store, k, tuple(tasks[k])) for k in todo],
+                      executor=executor, workers=workers, progress=progress)
+    for k, rec in zip(todo, fresh):
+        done[k] = rec if store is None else store.read(k)
+    return {k: done[k] for k in keys}, len(todo)

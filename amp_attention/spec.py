@@ -20,19 +20,26 @@ message names the parameter and its allowed range.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
 
 from .channels.base import NOISE_LOCATIONS, Channel, check_channel
 from .channels.registry import channel_for, channel_names
+from .penalties.registry import penalty_for, penalty_names
 from .checks import (InstanceOf, check_bounded, check_choice, check_integer, check_positive)
+
+if TYPE_CHECKING:
+    from .targets import SpectralMeasure
 
 #: the registered channel names (:mod:`amp_attention.channels.registry`)
 CHANNELS = channel_names()
-PARAMETERISATIONS = ("factorised", "elementwise")
+#: the registered penalties (:mod:`amp_attention.penalties.registry`)
+PARAMETERISATIONS = penalty_names()
 
 
 #: supported sample ratios alpha = n/d^2 and label-noise variances (double precision)
@@ -133,7 +140,75 @@ class Task:
         return self.L * (self.L + 1) // 2
 
 
-class _WishartBulk:
+class Target(ABC):
+    """The target contract (docs/theory.md "Data model"): what every algorithm asks of S0.
+
+    A target owns its spectral law (:meth:`measure`, the SE's), its deterministic
+    eigenvalues at dimension d (:meth:`eigenvalues_at`), the draw of S0 at d
+    (:meth:`sample`), its separated modes (:meth:`modes`, for the outliers and the error
+    decomposition; :attr:`mode_weight` is one mode's mass in the SE's law), its
+    JSON form (:meth:`to_dict`, with ``kind`` the registry key of
+    :data:`TARGET_KINDS`), ``Q0`` = Tr(S0^2)/d and ``list_dimension`` (the d of an
+    eigenvalue list, None for a limiting law).  The built-in targets are registered in
+    :data:`TARGET_KINDS`; a user target subclasses :class:`Target` (and may register
+    itself with :func:`register_target` for :func:`target_from_dict`).
+    """
+
+    kind: ClassVar[str] = ""
+
+    @abstractmethod
+    def measure(self) -> "SpectralMeasure":
+        """The limiting (or deterministic-equivalent) eigenvalue law of S0."""
+
+    @abstractmethod
+    def eigenvalues_at(self, d: int) -> np.ndarray:
+        """The d eigenvalues of the deterministic finite-d target, in the order
+        :meth:`sample` rotates them."""
+
+    @abstractmethod
+    def to_dict(self) -> dict:
+        """Plain-JSON description with ``kind``."""
+
+    @property
+    def list_dimension(self) -> int | None:
+        return None
+
+    @property
+    def Q0(self) -> float:
+        return float(self.measure().moment(2))
+
+    @property
+    def mode_weight(self) -> float:
+        """Mass of one target mode in the SE's law of S0: 1/d for a finite-d list whose
+        modes are resolved, 0 in the limit."""
+        return 0.0
+
+    @property
+    def power_law_exponent(self) -> float | None:
+        """gamma of a power-law spectrum s_k ~ k^(-gamma) (scaling laws), else None."""
+        return None
+
+    def sample(self, d: int, rng: np.random.Generator, spectrum: str = "sampled") -> np.ndarray:
+        """S0 = O diag(eigenvalues_at(d)) O^T with O Haar (``spectrum`` as in
+        :func:`~amp_attention.data.sample_target_matrix`)."""
+        from .targets import rotate
+
+        return rotate(self.eigenvalues_at(d), rng)
+
+    def modes(self, max_modes: int) -> list:
+        """(s_k, law of the rest of the spectrum) for every separated mode, largest first."""
+        raise ValueError(f"outliers need a target with separated modes (spiked or power law), "
+                         f"got {type(self).__name__}")
+
+
+def _kappa0_samples(kappa0: float, d: int, rng: np.random.Generator) -> np.ndarray:
+    """W0^T W0 / sqrt(p0 d), W0 in R^{p0 x d} i.i.d. N(0,1), p0 = max(1, round(kappa0 d))."""
+    p0 = max(1, int(round(kappa0 * d)))
+    W0 = rng.standard_normal((p0, d))
+    return (W0.T @ W0) / math.sqrt(p0 * d)
+
+
+class _WishartBulk(Target):
     """What the Wishart law of width kappa0 gives a target (spikes add O(1/d) only)."""
 
     kappa0: float
@@ -147,6 +222,13 @@ class _WishartBulk:
     def Q0(self) -> float:
         """Tr(S0^2)/d of the d -> infinity limit, 1 + kappa0."""
         return 1.0 + self.kappa0
+
+    def measure(self) -> "SpectralMeasure":
+        """sqrt(kappa0) x Marchenko-Pastur of ratio 1/kappa0 (a spiked target's spikes
+        carry no mass in the limit: its law is the bulk's)."""
+        from .targets import MarchenkoPasturMeasure
+
+        return MarchenkoPasturMeasure(1.0 / self.kappa0, math.sqrt(self.kappa0))
 
 
 @dataclass(frozen=True)
@@ -162,6 +244,20 @@ class WishartTarget(_WishartBulk):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kappa0", check_width("kappa0", self.kappa0))
+
+    def eigenvalues_at(self, d: int) -> np.ndarray:
+        """The d quantiles of the limiting law (with its atom)."""
+        return self.measure().quantiles(d)
+
+    def sample(self, d: int, rng: np.random.Generator, spectrum: str = "sampled") -> np.ndarray:
+        """S0 = W0^T W0 / sqrt(p0 d) (``sampled``), or the quantiles rotated by a Haar O."""
+        if spectrum == "sampled":
+            S0 = _kappa0_samples(self.kappa0, d, rng)
+            return 0.5 * (S0 + S0.T)
+        return super().sample(d, rng, spectrum)
+
+    def to_dict(self) -> dict:
+        return {"kind": "wishart", "kappa0": self.kappa0}
 
 
 @dataclass(frozen=True)
@@ -187,9 +283,32 @@ class SpikedTarget(_WishartBulk):
             raise ValueError(f"spikes must be a non-empty list of numbers > 0, got {self.spikes!r}")
         object.__setattr__(self, "spikes", tuple(sorted(sp, reverse=True)))
 
+    def eigenvalues_at(self, d: int) -> np.ndarray:
+        """The bulk's d quantiles with the top len(spikes) replaced by the spikes."""
+        from .targets import with_spikes
+
+        return with_spikes(self.measure().quantiles(d), self.spikes)
+
+    def sample(self, d: int, rng: np.random.Generator, spectrum: str = "sampled") -> np.ndarray:
+        """A sampled Wishart bulk (``sampled``) or its quantiles, with the spikes, rotated."""
+        if spectrum == "sampled":
+            from .targets import rotate, with_spikes
+
+            bulk = np.linalg.eigvalsh(_kappa0_samples(self.kappa0, d, rng))
+            return rotate(with_spikes(bulk, self.spikes), rng)
+        return super().sample(d, rng, spectrum)
+
+    def modes(self, max_modes: int) -> list:
+        """Every spike against the bulk's law."""
+        bulk = self.measure()
+        return [(s, bulk) for s in self.spikes][:max_modes]
+
+    def to_dict(self) -> dict:
+        return {"kind": "spiked", "kappa0": self.kappa0, "spikes": list(self.spikes)}
+
 
 @dataclass(frozen=True)
-class PowerLawTarget:
+class PowerLawTarget(Target):
     """S0 = O diag(s) O^T with s_k = c k^(-gamma) for k <= p0, 0 beyond (docs/theory.md "Data
     model").
 
@@ -225,9 +344,46 @@ class PowerLawTarget:
         s *= math.sqrt(self.Q0 * self.d / float(np.sum(s * s)))
         return s
 
+    def measure(self) -> "SpectralMeasure":
+        """The d eigenvalues as atoms of mass 1/d (the deterministic equivalent)."""
+        from .targets import DiscreteMeasure
+
+        return DiscreteMeasure(self.eigenvalues())
+
+    def eigenvalues_at(self, d: int) -> np.ndarray:
+        """The law re-evaluated at dimension d with p0 scaled proportionally (decreasing)."""
+        p0 = max(1, int(round(self.p0 * d / self.d)))
+        return dataclasses.replace(self, d=d, p0=min(p0, d)).eigenvalues()
+
+    @property
+    def mode_weight(self) -> float:
+        return 1.0 / self.d
+
+    @property
+    def power_law_exponent(self) -> float:
+        return self.gamma
+
+    def modes(self, max_modes: int) -> list:
+        """The top ``max_modes`` non-zero eigenvalues, each against the other d - 1."""
+        from .targets import DiscreteMeasure
+
+        s = np.sort(self.eigenvalues())[::-1]
+        w = 1.0 / s.size
+        out = []
+        for k in range(min(max_modes, s.size)):
+            if s[k] <= 0:
+                break
+            rest = np.delete(s, k)
+            out.append((float(s[k]), DiscreteMeasure(rest, np.full(rest.size, w))))
+        return out
+
+    def to_dict(self) -> dict:
+        return {"kind": "powerlaw", "gamma": self.gamma, "d": self.d, "p0": self.p0,
+                "Q0": self.Q0}
+
 
 @dataclass(frozen=True)
-class CustomTarget:
+class CustomTarget(Target):
     """A user-given target spectrum: an eigenvalue list, or a tabulated density.
 
     Give either ``eigenvalues`` (each >= 0; a finite-d spectrum, every value of
@@ -292,8 +448,61 @@ class CustomTarget:
         s, w = self.atoms()
         return float(np.sum(w * s * s))
 
+    def measure(self) -> "SpectralMeasure":
+        from .targets import DiscreteMeasure
 
-Target = Union[WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget]
+        pts, w = self.atoms()
+        return DiscreteMeasure(pts, w)
+
+    def eigenvalues_at(self, d: int) -> np.ndarray:
+        """The (i + 1/2)/d quantiles of the discrete measure (a list of length d comes back
+        exactly)."""
+        from .targets import quantile_eigenvalues
+
+        positions, weights = self.atoms()
+        return quantile_eigenvalues(positions, weights, d)
+
+    def to_dict(self) -> dict:
+        return {"kind": "custom", "eigenvalues": self.eigenvalues, "grid": self.grid,
+                "density": self.density}
+
+    @classmethod
+    def from_density(cls, density, lo: float, hi: float, points: int = 2001) -> "CustomTarget":
+        """A target with the density ``density(x)`` (a callable, vectorised or not) on
+        [lo, hi], tabulated on ``points`` equally spaced points (trapezoidal rule)."""
+        lo, hi = float(lo), float(hi)
+        if not (math.isfinite(lo) and math.isfinite(hi) and 0.0 <= lo < hi):
+            raise ValueError(f"lo, hi must satisfy 0 <= lo < hi < inf, got {lo!r}, {hi!r}")
+        if not callable(density):
+            raise TypeError(f"density must be a callable x -> rho(x), got {type(density).__name__}")
+        points = check_integer("points", points, 3)
+        x = np.linspace(lo, hi, points)
+        rho = np.array([float(density(v)) for v in x])
+        return cls(grid=tuple(x), density=tuple(rho))
+
+
+#: the built-in targets by ``kind`` (their JSON form's key); :func:`register_target` adds one
+TARGET_KINDS: dict[str, type] = {"wishart": WishartTarget, "spiked": SpikedTarget,
+                                 "powerlaw": PowerLawTarget, "custom": CustomTarget}
+
+
+def register_target(kind: str, cls: type) -> None:
+    """Register a :class:`Target` subclass under ``kind`` (for :func:`target_from_dict`)."""
+    if not (isinstance(cls, type) and issubclass(cls, Target)):
+        raise TypeError(f"cls must be a subclass of amp_attention.spec.Target, got {cls!r}")
+    TARGET_KINDS[str(kind)] = cls
+
+
+def target_from_dict(data: dict) -> Target:
+    """The target of a :meth:`Target.to_dict` form (the registry read back)."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind not in TARGET_KINDS:
+        raise ValueError(f"target kind must be one of {', '.join(TARGET_KINDS)}, got {kind!r}")
+    cls = TARGET_KINDS[kind]
+    names = {f.name for f in dataclasses.fields(cls) if f.init} if dataclasses.is_dataclass(cls) \
+        else set(data) - {"kind"}
+    args = {k: (tuple(v) if isinstance(v, list) else v) for k, v in data.items() if k in names}
+    return cls(**args)
 
 
 @dataclass(frozen=True)
@@ -304,7 +513,9 @@ class Learner:
     ``parameterisation="factorised"``: S = W^T W / sqrt(p d), penalty
     lam * d * Tr S = (lam / sqrt(kappa)) ||W||_F^2, so ERM over PSD S with
     rank <= kappa d (no cap when kappa >= 1).  ``"elementwise"``: S symmetric,
-    unconstrained, penalty lam * d * ||S||_F^2 / 2 (kappa is ignored).
+    unconstrained, penalty lam * d * ||S||_F^2 / 2 (kappa is ignored).  ``"symmetric"``:
+    S symmetric of either sign, penalty lam * d * ||S||_* (kappa >= 1).  Each is a
+    registered :mod:`amp_attention.penalties` module.
     """
 
     kappa: float = 1.0
@@ -321,10 +532,16 @@ class Learner:
             "parameterisation",
             check_choice("parameterisation", self.parameterisation, PARAMETERISATIONS),
         )
+        self.penalty  # a penalty's own limits (e.g. kappa >= 1) are checked here
+
+    @property
+    def penalty(self):
+        """The learner's :class:`~amp_attention.penalties.Penalty` (from the registry)."""
+        return penalty_for(self)
 
     @property
     def rank_capped(self) -> bool:
-        return self.parameterisation == "factorised" and self.kappa < 1.0
+        return bool(self.penalty.rank_capped)
 
 
 @dataclass(frozen=True)
@@ -338,8 +555,8 @@ class Problem:
 
     def __post_init__(self) -> None:
         InstanceOf((Task,), "a Task").check("task", self.task)
-        InstanceOf((WishartTarget, PowerLawTarget, CustomTarget, SpikedTarget),
-                   "a WishartTarget, PowerLawTarget, CustomTarget or SpikedTarget").check(
+        InstanceOf((Target,), "a Target (WishartTarget, SpikedTarget, PowerLawTarget, "
+                   "CustomTarget, or a subclass of amp_attention.spec.Target)").check(
                        "target", self.target)
         InstanceOf((Learner,), "a Learner").check("learner", self.learner)
         alpha = check_positive("alpha", self.alpha)
@@ -352,16 +569,7 @@ class Problem:
 
     def to_dict(self) -> dict:
         """Plain-JSON description of every parameter (recorded in outputs)."""
-        t = self.target
-        if isinstance(t, WishartTarget):
-            target = {"kind": "wishart", "kappa0": t.kappa0}
-        elif isinstance(t, SpikedTarget):
-            target = {"kind": "spiked", "kappa0": t.kappa0, "spikes": list(t.spikes)}
-        elif isinstance(t, PowerLawTarget):
-            target = {"kind": "powerlaw", "gamma": t.gamma, "d": t.d, "p0": t.p0, "Q0": t.Q0}
-        else:
-            target = {"kind": "custom", "eigenvalues": t.eigenvalues, "grid": t.grid,
-                      "density": t.density}
+        target = self.target.to_dict()
         return {
             "channel": self.task.channel_name,
             "L": self.task.L,

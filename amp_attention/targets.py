@@ -24,7 +24,6 @@ from functools import cached_property
 
 import numpy as np
 
-from .spec import CustomTarget, PowerLawTarget, SpikedTarget, Target, WishartTarget
 
 
 class SpectralMeasure(ABC):
@@ -222,14 +221,52 @@ class DiscreteMeasure(SpectralMeasure):
         return DiscreteMeasure(self.points * a, self.weights)
 
 
-def target_measure(target: Target) -> SpectralMeasure:
-    """Limiting (or deterministic-equivalent) eigenvalue law of the target S0."""
-    if isinstance(target, (WishartTarget, SpikedTarget)):
-        # a spiked target's spikes carry no mass in the limit: its law is the bulk's
-        return MarchenkoPasturMeasure(1.0 / target.kappa0, math.sqrt(target.kappa0))
-    if isinstance(target, PowerLawTarget):
-        return DiscreteMeasure(target.eigenvalues())
-    if isinstance(target, CustomTarget):
-        pts, w = target.atoms()
-        return DiscreteMeasure(pts, w)
-    raise ValueError(f"unknown target {target!r}")
+def target_measure(target) -> SpectralMeasure:
+    """Limiting (or deterministic-equivalent) eigenvalue law of the target S0
+    (:meth:`amp_attention.spec.Target.measure`)."""
+    return target.measure()
+
+
+def haar_orthogonal(d: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-distributed d x d orthogonal matrix.
+
+    QR of a Gaussian matrix is Haar only after fixing the signs of R's
+    diagonal (LAPACK's convention would otherwise bias the distribution).
+    """
+    Q, R = np.linalg.qr(rng.standard_normal((d, d)))
+    sign = np.sign(np.diag(R))
+    sign[sign == 0] = 1.0
+    return Q * sign
+
+
+def rotate(s: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """O diag(s) O^T with O Haar (symmetrised)."""
+    O = haar_orthogonal(s.size, rng)
+    S0 = (O * s) @ O.T
+    return 0.5 * (S0 + S0.T)
+
+
+def quantile_eigenvalues(positions: np.ndarray, weights: np.ndarray, d: int) -> np.ndarray:
+    """The d quantiles at levels (i + 1/2)/d of the discrete measure sum_j w_j delta_{x_j}.
+
+    For d equal atoms of weight 1/d this returns the atoms themselves (sorted):
+    the level (i + 1/2)/d sits strictly inside the i-th step of the CDF, which
+    keeps the result exact despite rounding in the cumulative sum.
+    """
+    order = np.argsort(positions, kind="stable")
+    x = np.asarray(positions, dtype=float)[order]
+    cdf = np.cumsum(np.asarray(weights, dtype=float)[order])
+    cdf /= cdf[-1]
+    levels = (np.arange(d) + 0.5) / d
+    idx = np.minimum(np.searchsorted(cdf, levels, side="left"), x.size - 1)
+    return x[idx]
+
+
+def with_spikes(bulk: np.ndarray, spikes) -> np.ndarray:
+    """The bulk eigenvalues, sorted, with the top len(spikes) replaced by the sorted spikes."""
+    d = bulk.size
+    if d <= len(spikes):
+        raise ValueError(f"d must exceed the number of spikes ({len(spikes)}), got {d}")
+    s = np.sort(bulk)
+    s[d - len(spikes):] = np.sort(np.asarray(spikes))
+    return s

@@ -41,7 +41,8 @@ from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
 from .bayes_channel_integrals import BayesMonteCarloOptions, MonteCarloBayesChannel
-from .state_evolution import SOLVER_OPTIONS, SEResult
+from .se_driver import SOLVER_OPTIONS, choose_and_compare, start_names
+from .state_evolution import SEResult
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
 INFORMATIVE_START = 1e-6
@@ -344,7 +345,7 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     coarse = se.coarse()
     low = MC_INFORMATIVE_START if se.mc is not None else INFORMATIVE_START
     starts = {"uninformative": se.e_max, "informative": low * se.e_max}
-    names = ("uninformative", "informative") if start in ("both", "auto") else (start,)
+    names = start_names(start, ("uninformative", "informative"))
     runs, n_coarse, coarse_ends, slopes = {}, 0, {}, {}
     for name in names:
         e0, slope = starts[name], None
@@ -365,14 +366,11 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
         runs[name] = se.solve_from(e0, tol=tol, max_iter=int(max_iter), slope=slope)
     best = _equilibrium(se, runs, tol)
     run = runs[best]
-    alternative, metastable = None, False
-    for name, other in runs.items():
-        if name == best:
-            continue
-        metastable = bool(other.converged and run.converged and not _same(se, other, run, tol))
-        alternative = {"start": name, "converged": other.converged,
-                       "status": other.status.value, "message": other.message,
-                       "matrix_mse": other.den.mmse, "q": se.Q0 - other.den.mmse}
+    alternative, metastable = choose_and_compare(
+        runs, best, converged=lambda r: r.converged, same=lambda a, b: _same(se, a, b, tol),
+        describe=lambda name, other: {"status": other.status.value, "message": other.message,
+                                      "matrix_mse": other.den.mmse,
+                                      "q": se.Q0 - other.den.mmse})
     e = run.den.mmse  # the map's output at the final iterate (= run.e to tol)
     q = se.Q0 - e
     replicas = se.options.replicas

@@ -47,7 +47,7 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from amp_attention.channels import optional_member
-from amp_attention.spec import PowerLawTarget, Problem
+from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
 from .outliers import Outlier, outlier_candidates, predict_outliers
@@ -117,8 +117,7 @@ def measured_decomposition(S: np.ndarray, S0: np.ndarray, n_outliers: int) -> Er
 
 def _mode_weight(problem: Problem) -> float:
     """Mass of one target mode in the SE's law of S0: 1/d for a finite-d list, 0 in the limit."""
-    t = problem.target
-    return 1.0 / t.d if isinstance(t, PowerLawTarget) else 0.0
+    return problem.target.mode_weight
 
 
 def learned_outliers(outliers: list[Outlier]) -> list[Outlier]:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from amp_attention.denoisers import denoiser_for
-from amp_attention.spec import PowerLawTarget, Problem, SpikedTarget
-from amp_attention.targets import DiscreteMeasure, SpectralMeasure, target_measure
+from amp_attention.spec import Problem
+from amp_attention.targets import DiscreteMeasure, SpectralMeasure
 
 from .predicted_spectrum import PredictedSpectrum
 from .state_evolution import SEResult
@@ -58,22 +58,7 @@ class Outlier:
 
 def outlier_candidates(problem: Problem, max_modes: int) -> list[tuple[float, SpectralMeasure]]:
     """(s_k, law of the rest of the spectrum) for every candidate mode, largest first."""
-    t = problem.target
-    if isinstance(t, SpikedTarget):
-        bulk = target_measure(t)
-        return [(s, bulk) for s in t.spikes]
-    if isinstance(t, PowerLawTarget):
-        s = np.sort(t.eigenvalues())[::-1]
-        w = 1.0 / s.size
-        out = []
-        for k in range(min(max_modes, s.size)):
-            if s[k] <= 0:
-                break
-            rest = np.delete(s, k)
-            out.append((float(s[k]), DiscreteMeasure(rest, np.full(rest.size, w))))
-        return out
-    raise ValueError(f"outliers need a target with separated modes (spiked or power law), got "
-                     f"{type(t).__name__}")
+    return problem.target.modes(max_modes)
 
 
 def predict_outliers(problem: Problem, result: SEResult, *, max_modes: int = 40) -> list[Outlier]:

@@ -4,20 +4,25 @@ weights"): one object, built from the denoiser.
 At an SE fixed point, B ~ rho_B = (m_hat * law of S0) boxplus semicircle(q_hat)
 (docs/theory.md "Denoiser side and free probability"), and an eigenvalue of Shat is f(x) for x ~
 rho_B, where f is the
-denoiser's spectral function.  Above the denoiser's cutoff c, f(x) = (x - shift)/scale
-(nuclear norm: shift = 2 lam, scale = V_hat, c = max(2 lam, (1 - kappa) quantile of
-rho_B); element-wise: shift = 0, scale = V_hat + 2 lam, c = -inf).  Hence
+denoiser's spectral function, non-decreasing and affine on pieces: f(x) = (x - shift)/scale
+on each piece (lo, hi) of ``penalty.spectral_pieces(V_hat, cutoff)``, 0 elsewhere
+(nuclear norm: one piece above c = max(2 lam, (1 - kappa) quantile of rho_B), shift =
+2 lam, scale = V_hat; element-wise: one piece, the whole line, shift = 0, scale = V_hat +
+2 lam; symmetric nuclear norm: x < -2 lam and x > 2 lam, shifts -+2 lam, scale V_hat).
+Hence
 
-* densities: rho_S(s) = scale rho_B(shift + scale s) above f(c), plus an atom at 0 of
-  mass 1 - (rank fraction) for the factorised learner; the normalised singular values
-  sigma = sqrt(s) of W have density 2 sigma rho_S(sigma^2) over min(p, d) values;
-* CDFs, exact because f is non-decreasing: F_S(s) = 1 - M(max(c, shift + scale s))
-  (factorised: 0 for s < 0), with M(x) = int_{y > x} rho_B(y) dy, and over the r =
-  min(p, d) singular values of a p x d W, F_W(sigma) = (d F_S(sigma^2) - (d - r))/r.
+* densities: rho_S(s) = scale rho_B(shift + scale s) on each piece's image, plus an atom
+  at 0 of mass 1 - (rank fraction) where f vanishes on a set of positive mass; the
+  normalised singular values sigma = sqrt(s) of W (factorised learner) have density
+  2 sigma rho_S(sigma^2) over min(p, d) values;
+* CDFs, exact because f is non-decreasing: F_S(s) = 1 - M(x*(s)), x*(s) = sup{x : f(x)
+  <= s}, with M(x) = int_{y > x} rho_B(y) dy, and over the r = min(p, d) singular values
+  of a p x d W, F_W(sigma) = (d F_S(sigma^2) - (d - r))/r.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -73,15 +78,23 @@ class PredictedSpectrum:
 
     # ------------------------------------------------------------------ densities
     @cached_property
+    def pieces(self) -> list[tuple[float, float, float, float]]:
+        """(lo, hi, shift, scale): f(x) = (x - shift)/scale for lo <= x < hi, ascending."""
+        return list(self.denoiser.spectral_pieces(self.V_hat, self.cutoff))
+
+    @cached_property
     def _curves(self) -> tuple:
-        x, rho = self.law.curve(self.n_points)
-        keep = x >= self.cutoff
-        x, rho = x[keep], rho[keep]
+        x_all, rho_all = self.law.curve(self.n_points)
+        fs, ds = [], []
+        for lo, hi, shift, scale in self.pieces:
+            keep = (x_all >= lo) & (x_all <= hi)
+            fs.append((x_all[keep] - shift) / scale)
+            ds.append(rho_all[keep] * scale)
+        # pieces meet at s = 0 (a two-sided map): the joining segment is the density's jump
+        f, dens = np.concatenate(fs), np.concatenate(ds)
         den = self.denoiser
-        f = den.spectral_function(x, self.V_hat, self.cutoff)
-        dens = rho * den.spectral_scale(self.V_hat)
         if not den.factorised:
-            return f, dens, 0.0, None, None, None
+            return f, dens, self.atom_S, None, None, None
         atom = max(0.0, 1.0 - self.rank_fraction)
         # sigma = sqrt(s): rho_sigma = 2 sigma rho_S(sigma^2), over min(p, d) values (a
         # kappa < 1 learner has p = kappa d of them)
@@ -126,38 +139,56 @@ class PredictedSpectrum:
         or more: the bulk has split (the paper's Figure 1: the directions of S0's null
         space separate from its range, and the upper piece's mass tends to the target's
         rank fraction kappa0)."""
-        den = self.denoiser
         edges, masses = [], []
-        for lo, hi in self.law.intervals_x:
-            if hi <= self.cutoff:
-                continue
-            a = max(float(lo), float(self.cutoff))
-            edges.append(den.spectral_function(np.array([a, float(hi)]), self.V_hat, self.cutoff))
-            masses.append(self.law.mass_above(a) - self.law.mass_above(float(hi)))
+        for plo, phi, shift, scale in self.pieces:
+            for lo, hi in self.law.intervals_x:
+                a, b = max(float(lo), plo), min(float(hi), phi)
+                if b <= a:
+                    continue
+                edges.append([(a - shift) / scale, (b - shift) / scale])
+                masses.append(self.law.mass_above(a) - self.law.mass_above(b))
         return np.array(edges, dtype=float).reshape(-1, 2), np.array(masses, dtype=float)
 
     # ----------------------------------------------------------------------- CDFs
     def _mass_above(self, x: np.ndarray) -> np.ndarray:
-        return np.array([self.law.mass_above(float(v)) for v in np.ravel(x)]).reshape(np.shape(x))
+        return np.array([1.0 if v == -math.inf else 0.0 if v == math.inf else
+                         self.law.mass_above(float(v)) for v in np.ravel(x)]).reshape(np.shape(x))
+
+    def _x_star(self, s: float) -> float:
+        """sup{x : f(x) <= s} for the non-decreasing piecewise map f (0 between pieces)."""
+        for lo, hi, shift, scale in reversed(self.pieces):
+            xs = shift + scale * s
+            if xs >= lo:
+                return min(xs, hi)
+            if s >= 0.0:  # f = 0 <= s on the gap below this piece
+                return lo
+        return -math.inf
+
+    def _x_zero_left(self) -> float:
+        """inf{x : f(x) >= 0}: where F_S(0-) = 1 - M(.) is read."""
+        prev = -math.inf
+        for lo, hi, shift, scale in self.pieces:
+            if lo > prev:  # a gap where f = 0
+                return prev
+            if hi > shift:  # the piece reaches f > 0
+                return max(lo, shift)
+            prev = hi
+        return prev
 
     @property
     def atom_S(self) -> float:
-        """F_S(0) - F_S(0-): the atom at 0 of the CDF, 1 - M(cutoff) (equal to
-        ``atom_at_zero`` up to the quadrature error of the rank fraction)."""
-        if not self.denoiser.factorised:
-            return 0.0
-        return 1.0 - float(self.law.mass_above(self.cutoff))
+        """F_S(0) - F_S(0-): the atom at 0 of the CDF, M(inf{f >= 0}) - M(sup{f <= 0}) (equal
+        to ``atom_at_zero`` up to the quadrature error of the rank fraction)."""
+        return max(0.0, float(self._mass_above(np.array(self._x_zero_left()))
+                              - self._mass_above(np.array(self._x_star(0.0)))))
 
     def cdf_S(self, s, *, left: bool = False) -> np.ndarray:
-        """F_S(s) = P(eigenvalue <= s); ``left=True`` gives the left limit P(eigenvalue < s)."""
+        """F_S(s) = P(eigenvalue <= s); ``left=True`` gives the left limit P(eigenvalue < s)
+        (the two differ at s = 0 only, by the atom)."""
         s = np.asarray(s, dtype=float)
-        den = self.denoiser
-        shift, scale = den.spectral_shift(), den.spectral_scale(self.V_hat)
-        if not den.factorised:
-            return 1.0 - self._mass_above(shift + scale * s)
-        x = np.maximum(self.cutoff, shift + scale * np.maximum(s, 0.0))
-        F = 1.0 - self._mass_above(x)
-        return np.where(s < 0, 0.0, np.where((s == 0) & left, 0.0, F))
+        x = np.array([self._x_zero_left() if (left and v == 0.0) else self._x_star(float(v))
+                      for v in np.ravel(s)]).reshape(s.shape)
+        return 1.0 - self._mass_above(x)
 
     def cdf_W(self, sigma, d: int, p: int, *, left: bool = False) -> np.ndarray:
         """F_W over the r = min(p, d) normalised singular values of a p x d W."""

@@ -40,7 +40,7 @@ from scipy import stats
 from amp_attention.files import atomic_write_json, read_checkpoint
 from amp_attention.jsonsafe import with_floats
 from amp_attention.runner import run_tasks
-from amp_attention.spec import PowerLawTarget, Problem
+from amp_attention.spec import Problem
 
 from .decomposition import outlier_structure, predicted_decomposition
 from .state_evolution import MonteCarloOptions, solve_state_evolution
@@ -59,7 +59,7 @@ class ScalingPlan:
     max_iter: int = 200
 
     def __post_init__(self) -> None:
-        if not isinstance(self.problem.target, PowerLawTarget):
+        if self.problem.target.power_law_exponent is None:
             raise ValueError("a scaling plan needs a PowerLawTarget (--gamma), got "
                              f"{type(self.problem.target).__name__}")
         a = tuple(float(x) for x in self.alphas)

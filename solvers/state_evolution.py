@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from amp_attention.channels import channel_for
-from amp_attention.checks import Flag, InstanceOf, Integer, OneOf, Real, check_args
+from amp_attention.checks import Flag, InstanceOf, Integer, OneOf, check_args
 from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE, optional_member
 from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
@@ -37,6 +37,7 @@ from amp_attention.targets import DiscreteMeasure, target_measure
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
 from .predicted_spectrum import PredictedSpectrum
+from .se_driver import SOLVER_OPTIONS, choose_and_compare, start_names
 
 RESULT_FIELDS = (
     "m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error", "matrix_mse",
@@ -140,21 +141,6 @@ class SEResult(Result):
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
 
 
-#: initialisations of :func:`solve_state_evolution`
-START_CHOICES = ("auto", "informative", "uninformative", "both")
-
-
-#: the solver options of :func:`solve_state_evolution` and their contracts
-SOLVER_OPTIONS = {
-    "method": OneOf(("anderson", "damped")),
-    "start": OneOf(START_CHOICES),
-    "tol": Real(0.0, math.inf, lo_open=True, hi_open=True),
-    "max_iter": Integer(1),
-    "damping": Real(0.0, 1.0, lo_open=True),
-    "spectrum": Flag(),
-    "finite_size_check": Flag(),
-    "progress": Flag(),
-}
 
 
 @dataclass(frozen=True)
@@ -283,12 +269,10 @@ class StateEvolution:
             "uninformative": np.array([0.0, 1.0, 1.0]),
         }
 
-    def penalty_per_sample(self, trace_per_d: float, q: float) -> float:
-        """lam d Tr(S)/n (nuclear) or lam d ||S||_F^2 / (2 n) (Frobenius), n = alpha d^2."""
-        lam = self.problem.learner.lam
-        if self.problem.learner.parameterisation == "elementwise":
-            return lam * q / (2.0 * self.alpha)
-        return lam * trace_per_d / self.alpha
+    def penalty_per_sample(self, penalty_per_d2: float) -> float:
+        """P(Shat)/n from the denoiser's P(Shat)/d^2, n = alpha d^2 (nuclear: lam d Tr(S)/n;
+        Frobenius: lam d ||S||_F^2 / (2 n))."""
+        return penalty_per_d2 / self.alpha
 
     def spectrum(self, ch, den) -> PredictedSpectrum:
         """The predicted spectra at hats ``ch`` with denoiser functionals ``den``
@@ -419,11 +403,10 @@ def unique_fixed_point(problem: Problem, channel=None) -> str:
     learner = problem.learner
     if not optional_member(channel, "convex"):
         return ""
-    if learner.parameterisation != "elementwise" and learner.rank_capped:
+    penalty = learner.penalty
+    if not penalty.convex_learner():
         return ""
-    what = ("element-wise learner" if learner.parameterisation == "elementwise"
-            else f"kappa = {learner.kappa:g} >= 1")
-    return f"convex ERM ({getattr(channel, 'name', 'the')} channel, {what})"
+    return f"convex ERM ({getattr(channel, 'name', 'the')} channel, {penalty.describe()})"
 
 
 def same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
@@ -621,19 +604,58 @@ def solve_state_evolution(
                              f"got {x0!r}")
         starts, names = {"warm": x0}, ("warm",)
     else:
-        names = ("informative", "uninformative") if start in ("both", "auto") else (start,)
+        names = start_names(start, ("informative", "uninformative"))
     unique = se.unique_fixed_point() if start == "auto" and x0 is None else ""
     policy = {"both": "both starts (asked for)", "auto": "both starts: several fixed points "
               "are possible (non-convex channel or binding rank cap)"}.get(start, f"{start} start")
     if x0 is not None:
         policy = "warm start from x0"
+    opts = {"method": method, "tol": tol, "max_iter": max_iter, "damping": damping,
+            "progress": progress}
+    runs, extra, coarse_only, policy = _run_starts(se, starts, names, unique, policy, opts)
+    best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
+                                         runs[k][1]["loss"]))
+    rep, fields = runs[best_name]
+    grad, n_coarse, used = extra[best_name]
+    alternative, metastable = choose_and_compare(
+        runs, best_name, converged=lambda run: run[0].converged,
+        # each solve is only as close to its fixed point as its own residual (the RQMC fine
+        # level stops at 5 % of its Monte-Carlo error, up to 1e-5, not at tol)
+        same=lambda a, b: same_fixed_point(
+            [a[1][k] for k in ("m", "q", "V")], [b[1][k] for k in ("m", "q", "V")],
+            max(tol, float(a[0].residual), float(b[0].residual))),
+        describe=lambda name, run: {
+            "status": run[0].status.value, "message": run[0].message,
+            "level": "coarse" if name == coarse_only else "fine",
+            **{k: run[1][k] for k in ("m", "q", "V", "train_error", "test_error",
+                                      "matrix_mse", "loss")}},
+        not_comparable=(coarse_only,))
+    spec = None
+    if spectrum:
+        ch = se.hats(rep.x)
+        spec = se.spectrum(ch, se.overlaps(ch))
+    return SEResult(**fields, success=rep.success, status=rep.status, message=rep.message,
+                    iterations=rep.iterations,
+                    **_diagnostics(se, problem, rep, grad, fields, finite_d, finite_size_check),
+                    finite_d=None if finite_d is None else asdict(finite_d),
+                    residual=rep.residual, start=best_name, start_policy=policy,
+                    metastable=metastable, alternative=alternative,
+                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, method=used,
+                    spectrum=spec)
+
+
+def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique: str,
+                policy: str, opts: dict) -> tuple[dict, dict, str | None, str]:
+    """Solve from each start: {name: (report, assembled fields)}, {name: (Jacobian, coarse
+    iterations, method)}, the start solved on the coarse level only (or None), and the
+    start policy.  RQMC channels with two starts solve both coarse fixed points first;
+    where they coincide the (expensive) fine level runs from the informative one only."""
+    method, tol, max_iter, damping = (opts[k] for k in ("method", "tol", "max_iter", "damping"))
     runs, extra = {}, {}
-    # RQMC channels with two starts: both coarse fixed points first; where they coincide
-    # the (expensive) fine level runs from the informative one only.
     coarse_pre, coarse_only = {}, None
     if se.mc is not None and len(names) == 2 and not unique:
         for name in names:
-            with _progress_monitor(progress, f"SE, {name} start (coarse)", tol) as monitor:
+            with _progress_monitor(opts["progress"], f"SE, {name} start (coarse)", tol) as monitor:
                 coarse_pre[name] = _coarse_solve(se, starts[name], tol=tol, max_iter=max_iter,
                                                  method=method, damping=damping, monitor=monitor)
         pre = [coarse_pre[n] for n in names]
@@ -657,7 +679,7 @@ def solve_state_evolution(
                 break
             policy = (f"{unique}: the informative start failed "
                       f"({runs['informative'][0].summary}), so the uninformative one ran too")
-        with _progress_monitor(progress, f"SE, {name} start", tol) as monitor:
+        with _progress_monitor(opts["progress"], f"SE, {name} start", tol) as monitor:
             rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
                                                     max_iter=max_iter, damping=damping,
                                                     monitor=monitor,
@@ -678,45 +700,31 @@ def solve_state_evolution(
                 extra[name] = (None, extra[name][1], "V eliminated (bracketed root in log V) "
                                f"after anderson and damped failed: {failed}")
                 break
-    best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
-                                         runs[k][1]["loss"]))
-    rep, fields = runs[best_name]
-    grad, n_coarse, used = extra[best_name]
-    alternative = None
-    metastable = False
-    for name, (r2, f2) in runs.items():
-        if name == best_name:
-            continue
-        if r2.converged and rep.converged and name != coarse_only:
-            mqV = ("m", "q", "V")
-            # each solve is only as close to its fixed point as its own residual (the
-            # RQMC fine level stops at 5 % of its Monte-Carlo error, up to 1e-5, not at tol)
-            reached = max(tol, float(rep.residual), float(r2.residual))
-            metastable = not same_fixed_point([fields[k] for k in mqV], [f2[k] for k in mqV],
-                                               reached)
-        alternative = {"start": name, "converged": r2.converged, "status": r2.status.value,
-                       "message": r2.message,
-                       "level": "coarse" if name == coarse_only else "fine",
-                       **{k: f2[k] for k in ("m", "q", "V", "train_error", "test_error",
-                                             "matrix_mse", "loss")}}
-    spec = None
-    if spectrum:
-        ch = se.hats(rep.x)
-        spec = se.spectrum(ch, se.overlaps(ch))
-    mc_stderr, mc_method, failed, fallbacks = None, "", 0, 0
+    return runs, extra, coarse_only, policy
+
+
+def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
+                 finite_d: FiniteSizeOptions | None, finite_size_check: bool) -> dict[str, Any]:
+    """The reported point's error estimates and warnings (SEResult fields): Monte-Carlo
+    standard errors and prox failures, the V_hat jump share, the residual kurtosis of an
+    eigenvalue-list target, the finite-d sampling error."""
+    out: dict[str, Any] = {"mc_stderr": None, "mc_error_method": "", "mc_failed_prox": 0,
+                           "mc_warm_fallbacks": 0}
     if se.mc is not None:
-        failed = se.channel.n_failed
-        fallbacks = se.channel.n_warm_fallback
+        out["mc_failed_prox"] = se.channel.n_failed
+        out["mc_warm_fallbacks"] = se.channel.n_warm_fallback
         try:
-            mc_stderr, mc_method = propagated_mc_stderr(se, rep.x, grad)
+            out["mc_stderr"], out["mc_error_method"] = propagated_mc_stderr(se, rep.x, grad)
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
-            mc_stderr, mc_method = None, f"unavailable: {exc}"
+            out["mc_error_method"] = f"unavailable: {exc}"
     jump, jump_err, rs_warning = None, None, ""
     if se.mc is not None and rep.converged and se.mc.vhat_form == "by_parts":
         se.hats(rep.x)  # the reported point's channel evaluation (cached by the channel)
         jump, jump_err = vhat_jump_share(se.channel.last_vhat_forms)
         if jump is not None and abs(jump) > JUMP_WARN_ERRORS * jump_err:
             rs_warning = replica_symmetry_warning(jump, jump_err)
+    out.update(vhat_jump_share=jump, vhat_jump_stderr=jump_err,
+               replica_symmetry_warning=rs_warning)
     kurt, kurt_err, warning = None, None, ""
     list_d = problem.target.list_dimension
     if finite_size_check and finite_d is None and list_d and rep.converged:
@@ -726,25 +734,16 @@ def solve_state_evolution(
                                            fields["m_hat"], fields["q_hat"], fields["V_hat"])
         if kurt > RESIDUAL_KURTOSIS_WARN:
             warning = finite_size_warning(kurt, list_d, rank_capped=problem.learner.rank_capped)
+    out.update(residual_kurtosis=kurt, residual_kurtosis_stderr=kurt_err,
+               finite_size_warning=warning)
     sampling_stderr, sampling_method = None, ""
     if finite_d is not None:
         try:
             sampling_stderr, sampling_method = propagated_sampling_stderr(se, rep.x)
         except ValueError as exc:
             sampling_method = f"unavailable: {exc}"
-    return SEResult(**fields, success=rep.success, status=rep.status, message=rep.message,
-                    iterations=rep.iterations,
-                    sampling_stderr=sampling_stderr, sampling_error_method=sampling_method,
-                    residual_kurtosis=kurt, residual_kurtosis_stderr=kurt_err,
-                    finite_size_warning=warning,
-                    finite_d=None if finite_d is None else asdict(finite_d),
-                    residual=rep.residual, start=best_name, start_policy=policy,
-                    metastable=metastable, alternative=alternative, mc_stderr=mc_stderr,
-                    mc_error_method=mc_method, mc_failed_prox=failed,
-                    mc_warm_fallbacks=fallbacks,
-                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, method=used,
-                    vhat_jump_share=jump, vhat_jump_stderr=jump_err,
-                    replica_symmetry_warning=rs_warning, spectrum=spec)
+    out.update(sampling_stderr=sampling_stderr, sampling_error_method=sampling_method)
+    return out
 
 
 #: |vhat_jump_share| beyond this many standard errors: the prox minimiser jumps
@@ -780,14 +779,15 @@ MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_erro
 
 def _observables(se: StateEvolution, ch: ChannelSE, den=None) -> np.ndarray:
     """Every MC_FIELDS quantity from channel-side values ``ch`` and the denoiser's
-    output ``den`` (m, q, V, trace_per_d, rank_fraction; default: applied to ch)."""
+    output ``den`` (m, q, V, trace_per_d, rank_fraction, penalty_per_d2; default: applied
+    to ch)."""
     if den is None:
         d = se.overlaps(ch)
-        den = (d.m, d.q, d.V, d.trace_per_d, d.rank_fraction)
-    m, q, V, trace, rank = den
+        den = (d.m, d.q, d.V, d.trace_per_d, d.rank_fraction, d.penalty_per_d2)
+    m, q, V, trace, rank, pen = den
     return np.array([m, q, V, ch.m_hat, ch.q_hat, ch.V_hat, ch.train_error,
                      ch.test_error, se.Q0 - 2.0 * m + q,
-                     ch.loss_per_sample + se.penalty_per_sample(trace, q), trace, rank,
+                     ch.loss_per_sample + se.penalty_per_sample(pen), trace, rank,
                      ch.test_error_noisy])
 
 
@@ -893,7 +893,7 @@ def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
         "train_error": ch.train_error, "test_error": ch.test_error,
         "test_error_noisy": ch.test_error_noisy,
         "matrix_mse": se.Q0 - 2.0 * m + q,
-        "loss": ch.loss_per_sample + se.penalty_per_sample(den.trace_per_d, q),
+        "loss": ch.loss_per_sample + se.penalty_per_sample(den.penalty_per_d2),
         "rank_fraction": den.rank_fraction, "trace_per_d": den.trace_per_d,
         "quadrature_error": den.quadrature_error,
     }

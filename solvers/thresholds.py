@@ -45,7 +45,8 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from amp_attention.channels import ZeroLossGeometry, channel_for, optional_member
-from amp_attention.denoisers import NuclearNormPSD
+from amp_attention.penalties import penalty_class, penalty_names
+from amp_attention.penalties.nuclear_psd import NuclearNormPSD
 from amp_attention.result import Result, Status, outcome
 from amp_attention.checks import Real
 from amp_attention.spec import Problem, Task, check_problem
@@ -108,7 +109,21 @@ def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
     return f.V, target.moment(2) - 2.0 * f.m + f.q
 
 
-def _elementwise(kind: str, geo: ZeroLossGeometry) -> ThresholdResult:
+def _zero_lam_theory(problem: Problem) -> str:
+    """Which lam -> 0+ theory the learner's penalty has (its optional ``zero_lam_thresholds``):
+    "trace" (the equations below, PSD trace norm) or "parameter_count"."""
+    penalty = problem.learner.penalty
+    theory = getattr(penalty, "zero_lam_thresholds", None)
+    if theory is None:
+        known = [n for n in penalty_names()
+                 if getattr(penalty_class(n), "zero_lam_thresholds", None)]
+        raise ValueError(f"parameterisation: the lam -> 0+ thresholds are derived for the "
+                         f"{', '.join(known)} learners, not for the {penalty.name} one "
+                         f"({penalty.describe()})")
+    return theory
+
+
+def _parameter_count(kind: str, geo: ZeroLossGeometry) -> ThresholdResult:
     return ThresholdResult(kind, 1.0 / (2.0 * geo.rank), math.nan, 0.0, geo.rank,
                            geo.noise_energy, "element-wise learner: parameter count d(d+1)/2, "
                            "alpha = 1/(2 r)", success=True, status=Status.CONVERGED,
@@ -125,8 +140,8 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     """
     check_problem(problem)
     geo = zero_loss_geometry(problem.task)
-    if problem.learner.parameterisation == "elementwise":
-        return _elementwise("interpolation", geo)
+    if _zero_lam_theory(problem) == "parameter_count":
+        return _parameter_count("interpolation", geo)
     r, N = geo.rank, geo.noise_energy
     method = f"lam -> 0+ limit equations ({geo.description})"
     if N == 0.0:
@@ -222,8 +237,8 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     check_problem(problem)
     sigma = Real(0.0, 1.0, lo_open=True, why="the small variance of the lam -> 0+ limit").check("sigma", sigma)
     geo = zero_loss_geometry(problem.task, noise=0.0)
-    if problem.learner.parameterisation == "elementwise":
-        return _elementwise("perfect_recovery", geo)
+    if _zero_lam_theory(problem) == "parameter_count":
+        return _parameter_count("perfect_recovery", geo)
     r = geo.rank
     measure = target_measure(problem.target)
     s_min, rank_fraction = measure.smallest_positive(), measure.positive_mass()

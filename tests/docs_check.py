@@ -162,13 +162,15 @@ def all_examples(docs=DOCS) -> tuple[list[Command], list[PythonBlock]]:
 
 
 def prepare_fixtures(cwd: Path) -> None:
-    """Files the examples read: key matrices for ``heads hdi``."""
+    """Files the examples read: key matrices for ``heads hdi``, the spectrum of a custom
+    target (README.md writes it with printf before its ``--target-file`` example)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
     stack = rng.standard_normal((4, 16, 2))
     np.save(cwd / "stack.npy", stack)
     np.save(cwd / "wk.npy", np.concatenate([w.T for w in stack], axis=0))  # (H d_k, d_model)
+    (cwd / "s0.txt").write_text("0\n0\n0.5\n1\n1.5\n2\n")
 
 
 def normalise_error(line: str) -> str:

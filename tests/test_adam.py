@@ -31,7 +31,7 @@ def test_adam_reaches_the_convex_erm_optimum():
 
 def test_elementwise_adam_reaches_the_ridge_optimum():
     p, data, R_star = _linear(Learner(1.0, 0.3, "elementwise"))
-    run = train(data.X, data.y, channel_for(p.task), 0.3, np.zeros((D, D)), elementwise=True,
+    run = train(data.X, data.y, channel_for(p.task), 0.3, np.zeros((D, D)), parameterisation="elementwise",
                 options=AdamOptions(lr=0.03))
     assert run.converged, run.status
     assert abs(run.objective - R_star) <= 1e-6 * R_star

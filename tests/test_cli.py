@@ -576,9 +576,9 @@ def test_unvalidated_token_count_is_said_on_stderr_and_in_the_json(capsys) -> No
 def test_unreachable_scheduler_is_a_one_line_error(capsys, monkeypatch, tmp_path) -> None:
     """An address where no Dask scheduler listens: exit 2 after the timeout, no traceback."""
     pytest.importorskip("distributed")
-    from amp_attention.cli import common
+    from amp_attention.cli import execution
 
-    monkeypatch.setattr(common, "SCHEDULER_TIMEOUT", 1)
+    monkeypatch.setattr(execution, "SCHEDULER_TIMEOUT", 1)
     code, _, err = run(capsys, "validate", "--alphas", "0.5", "--d", "8", "--seeds", "1",
                        "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path))
     assert code == 2

@@ -16,7 +16,9 @@ import pytest
 import amp_attention.cli.se as se_cli
 from amp_attention import resources, runner
 from amp_attention.cli import main
-from amp_attention.cli.common import CLIError, check_execution, holds_interrupt
+from amp_attention.cli.common import CLIError
+from amp_attention.cli.execution import check_execution
+from amp_attention.cli.interrupts import holds_interrupt
 
 ROOT = Path(__file__).resolve().parents[1]
 

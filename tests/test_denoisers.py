@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from amp_attention.data import haar_orthogonal
-from amp_attention.denoisers import Frobenius, NuclearNormPSD
+from amp_attention.denoisers import Frobenius, NuclearNormPSD, SymmetricNuclearNorm
 from amp_attention.freeprob import SemicircleFreeConvolution
 from amp_attention.targets import DiscreteMeasure, MarchenkoPasturMeasure
 
@@ -77,7 +77,8 @@ def _finite_d(den, target_q, mh, qh, Vh, d, seed):
     return np.array([np.sum(S0 * S) / d, np.sum(S * S) / d, V, np.trace(S) / d])
 
 
-@pytest.mark.parametrize("den", [NuclearNormPSD(0.15, 1.0), NuclearNormPSD(0.05, 0.4), Frobenius(0.2)], ids=repr)
+@pytest.mark.parametrize("den", [NuclearNormPSD(0.15, 1.0), NuclearNormPSD(0.05, 0.4), Frobenius(0.2),
+                                 SymmetricNuclearNorm(0.15)], ids=repr)
 def test_finite_d_goe_averages_converge_to_the_asymptotic_functionals(den):
     """m, q, V, Tr/d of the finite-d map on sampled B = mh S0 + sqrt(qh) Z approach
     the asymptotic functionals as d grows (deterministic MP-quantile spectrum for

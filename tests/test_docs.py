@@ -13,17 +13,13 @@ import builtins
 import contextlib
 import io
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from docs_check import DOCS, all_examples, extract, normalise_error
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from docs_check import DOCS, all_examples, extract, normalise_error  # noqa: E402
-
-from amp_attention.cli import build_parser, main  # noqa: E402
-from amp_attention.cli.examples import EXAMPLES  # noqa: E402
+from amp_attention.cli import build_parser, main
+from amp_attention.cli.examples import EXAMPLES
 
 COMMANDS, BLOCKS = all_examples()
 

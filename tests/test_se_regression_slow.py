@@ -4,14 +4,10 @@ Slow (about 4 min on one core): ``python -m pytest -m slow tests/test_se_regress
 See tests/se_regression.py for the tolerances and why they are what they are.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-
-import se_regression  # noqa: E402
+import se_regression
 
 
 @pytest.mark.slow

@@ -8,33 +8,25 @@ Protocol in validation_channels.py.  Run:
 
 
 import pytest
-from recording import write_record
 
-from validation_channels import POINTS, QUANTITIES, RECORD, run_point, tolerance
+from validation_channels import POINTS, QUANTITIES, run_point, tolerance
+from validation_channels import RECORD  # noqa: F401 - read by conftest.record
 
 pytestmark = pytest.mark.slow
 
-_results: dict = {}
+RECORD_EXPECTED = len(POINTS)  # entries of RECORD (see conftest.record)
 
 
 @pytest.mark.parametrize("name", list(POINTS))
-def test_se_matches_extrapolated_erm(name):
+def test_se_matches_extrapolated_erm(name, record):
     try:
         res = run_point(name)
     except Exception as exc:  # recorded, so that one failing point keeps the others
-        _results[name] = {"name": name, "error": repr(exc)}
+        record[name] = {"name": name, "error": repr(exc)}
         raise
-    _results[name] = res
+    record[name] = res
     for q in QUANTITIES:
         fit = res["fits"][q]
         theory = res["se"][q]
         tol = tolerance(theory, fit, res["se_mc_stderr"][q])
         assert abs(fit["intercept"] - theory) <= tol, (name, q, fit, theory)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(POINTS), RECORD)

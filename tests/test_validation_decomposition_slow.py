@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recording import cached_json, write_record
+from recording import cached_json
 
 from amp_attention.data import generate_dataset
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task
@@ -57,7 +57,7 @@ TREND_ALPHA = 0.1
 CASES = [(a, D) for a in ALPHAS] + [(TREND_ALPHA, d) for d in LARGE_D]
 SEEDS = 3
 TERMS = ("over", "under", "approx", "mismatch")
-_results: dict = {}
+RECORD_EXPECTED = len(CASES)  # entries of RECORD (see conftest.record)
 
 
 def _problem(alpha: float, d: int = D) -> Problem:
@@ -80,7 +80,7 @@ def _run(alpha: float, d: int, seed: int, k: int, threshold: float) -> dict:
 
 
 @pytest.mark.parametrize("alpha,d", CASES)
-def test_se_decomposition_matches_trained_weights(alpha, d):
+def test_se_decomposition_matches_trained_weights(alpha, d, record):
     p = _problem(alpha, d)
     se = solve_state_evolution(p)
     assert se.converged
@@ -97,7 +97,7 @@ def test_se_decomposition_matches_trained_weights(alpha, d):
         v = np.array([r[t] for r in runs])
         row[t] = {"se": getattr(pred, t), "mean": float(v.mean()),
                   "stderr": float(v.std(ddof=1) / math.sqrt(v.size))}
-    _results[f"{alpha:g}" + ("" if d == D else f"_d{d}")] = row
+    record[f"{alpha:g}" + ("" if d == D else f"_d{d}")] = row
     if alpha == TREND_ALPHA and d == D:
         return  # recorded; the trend test below uses it
     for t in TERMS:
@@ -106,17 +106,9 @@ def test_se_decomposition_matches_trained_weights(alpha, d):
     assert int(np.median(row["counts"])) == pred.n_outliers, row
 
 
-def test_alpha_0_1_deviation_shrinks_with_d():
-    rows = [_results.get(f"{TREND_ALPHA:g}" + ("" if d == D else f"_d{d}")) for d in (D, LARGE_D[-1])]
+def test_alpha_0_1_deviation_shrinks_with_d(record):
+    rows = [record.get(f"{TREND_ALPHA:g}" + ("" if d == D else f"_d{d}")) for d in (D, LARGE_D[-1])]
     if None in rows:
         pytest.skip("run the whole module")
     dev = [abs(r["under"]["mean"] - r["under"]["se"]) / r["matrix_mse"]["se"] for r in rows]
     assert dev[1] < dev[0], dev
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(CASES), RECORD)

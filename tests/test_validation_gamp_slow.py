@@ -13,19 +13,19 @@ Run:  AMP_RECORD=1 python -m pytest -m slow tests/test_validation_gamp_slow.py
 
 import numpy as np
 import pytest
-from recording import write_record
 
-from validation_gamp import CASES, RECORD, run_case
+from validation_gamp import CASES, run_case
+from validation_gamp import RECORD  # noqa: F401 - read by conftest.record
 
 pytestmark = pytest.mark.slow
 
-_results: dict = {}
+RECORD_EXPECTED = len(CASES)  # entries of RECORD (see conftest.record)
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_gamp_iterates_follow_the_se(name):
+def test_gamp_iterates_follow_the_se(name, record):
     res = run_case(name)
-    _results[name] = res
+    record[name] = res
     by_d = res["by_d"]
     assert by_d[192]["mean_abs"] < by_d[64]["mean_abs"] / 1.5, {d: v["mean_abs"] for d, v in by_d.items()}
     c = res["c_over_d"]
@@ -34,11 +34,3 @@ def test_gamp_iterates_follow_the_se(name):
         rel = np.abs(at[f"rel_{key}"])
         allowance = c / 128 + 3 * np.array(at[f"rel_{key}_se"])
         assert np.all(rel <= allowance), (key, rel, allowance)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(CASES), RECORD)

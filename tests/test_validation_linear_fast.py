@@ -22,7 +22,7 @@ from amp_attention.solvers.state_evolution import solve_state_evolution
 from validation_linear import POINTS, QUANTITIES, finite_d_problem, load_record, problem_of
 
 FAST_POINTS = ["L1_k1_k0.5_lam0.1_D0.5_a0.5", "L2_k1.5_k0.2_lam0.3_D0_a0.6",
-               "frob_L2_k1_lam0.3_D0_a0.3"]
+               "frob_L2_k1_lam0.3_D0_a0.3", "sym_L2_k1_k0.2_lam0.05_D0_a0.5"]
 D, SEEDS = 64, 3
 # Seeds disjoint from the record's (0..k-1 at every d): the allowance comes from the slow
 # runs, so re-running some of their own draws here would make the check partly circular.

@@ -18,29 +18,21 @@ fast d = 64 test derives its allowance from).  About 20-30 min on 2 cores.
 
 
 import pytest
-from recording import write_record
 
-from validation_linear import POINTS, QUANTITIES, RECORD, run_point
+from validation_linear import POINTS, QUANTITIES, run_point
+from validation_linear import RECORD  # noqa: F401 - read by conftest.record
 
 pytestmark = pytest.mark.slow
 
-_results: dict = {}
+RECORD_EXPECTED = len(POINTS)  # entries of RECORD (see conftest.record)
 
 
 @pytest.mark.parametrize("name", list(POINTS))
-def test_se_matches_extrapolated_erm(name):
+def test_se_matches_extrapolated_erm(name, record):
     res = run_point(name)
-    _results[name] = res
+    record[name] = res
     for q in QUANTITIES:
         fit = res["fits"][q]
         theory = res["se"][q]
         tol = max(0.03 * abs(theory), 2.0 * fit["intercept_se"])
         assert abs(fit["intercept"] - theory) <= tol, (name, q, fit, theory)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(POINTS), RECORD)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from recording import cached_json, write_record
+from recording import cached_json
 
 from amp_attention.data import generate_dataset
 from amp_attention.spec import Learner, Problem, SpikedTarget, Task
@@ -37,7 +37,7 @@ PROBLEM = Problem(Task("linear", L=1, noise=1.0), SpikedTarget(0.5, (4.8, 6.0, 9
                   Learner(1.0, 0.1), alpha=0.3)
 DS = (150, 300)
 SEEDS = 3
-_results: dict = {}
+RECORD_EXPECTED = len(DS)  # entries of RECORD (see conftest.record)
 
 
 def _run(d: int, seed: int) -> list[dict]:
@@ -48,7 +48,7 @@ def _run(d: int, seed: int) -> list[dict]:
 
 
 @pytest.mark.parametrize("d", DS)
-def test_outliers_match_trained_eigenpairs(d):
+def test_outliers_match_trained_eigenpairs(d, record):
     se = solve_state_evolution(PROBLEM)
     pred = predict_outliers(PROBLEM, se)
     runs = [cached_json(f"outliers_d{d}_s{s}", lambda s=s: _run(d, s)) for s in range(SEEDS)]
@@ -64,12 +64,4 @@ def test_outliers_match_trained_eigenpairs(d):
         rows.append(row)
         assert abs(ev.mean() - o.eigenvalue) <= 3 * sigma_d / math.sqrt(SEEDS) + 2.0 / d, row
         assert abs(c2.mean() - o.cos2) <= 3 * c2.std(ddof=1) / math.sqrt(SEEDS) + 0.02, row
-    _results[str(d)] = rows
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(DS), RECORD)
+    record[str(d)] = rows

@@ -30,7 +30,6 @@ import os
 from pathlib import Path
 
 import pytest
-from recording import write_record
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
@@ -41,7 +40,7 @@ pytestmark = pytest.mark.slow
 RECORD = Path(__file__).parent / "data" / "adam_spectra.json"
 #: name: (kappa, alpha, lam)
 CASES = {"k1": (1.0, 0.25, 0.05), "k2": (2.0, 0.25, 0.05), "k0.5_capped": (0.5, 0.4, 0.01)}
-_results: dict = {}
+RECORD_EXPECTED = len(CASES)  # entries of RECORD (see conftest.record)
 
 
 def plan(kappa: float, alpha: float, lam: float) -> SpectrumPlan:
@@ -51,23 +50,15 @@ def plan(kappa: float, alpha: float, lam: float) -> SpectrumPlan:
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_trained_spectra_match_the_prediction(name, tmp_path):
+def test_trained_spectra_match_the_prediction(name, tmp_path, record):
     kappa = CASES[name][0]
     cache = os.environ.get("AMP_VALIDATION_CACHE")
     out = Path(cache) / name if cache else tmp_path
     s = run_spectrum_check(plan(*CASES[name]), out)
-    _results[name] = {k: s[k] for k in ("params", "predicted", "per_d", "runs", "all_converged")}
+    record[name] = {k: s[k] for k in ("params", "predicted", "per_d", "runs", "all_converged")}
     assert s["all_converged"]
     ks = {r["d"]: r for r in s["per_d"]}
     for d, r in ks.items():
         assert r["ks_S"] <= 3.0 / d, (kappa, r)
         assert abs(r["zero_fraction_S"] - s["predicted"]["atom_S"]) <= 1.5 / d**0.5, (kappa, r)
     assert ks[200]["ks_S"] < ks[100]["ks_S"], ks
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(CASES), RECORD)

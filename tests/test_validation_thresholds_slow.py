@@ -6,20 +6,20 @@ Protocol in validation_thresholds.py.  Run:
 """
 
 import pytest
-from recording import write_record
 
-from validation_thresholds import (CASES, RECORD, SEED_STUDY_CASES, SEED_STUDY_FACTORS, below, run_case,
+from validation_thresholds import (CASES, SEED_STUDY_CASES, SEED_STUDY_FACTORS, below, run_case,
                                    seed_study)
+from validation_thresholds import RECORD  # noqa: F401 - read by conftest.record
 
 pytestmark = pytest.mark.slow
 
-_results: dict = {}
+RECORD_EXPECTED = len(CASES) + len(SEED_STUDY_CASES)  # entries of RECORD (see conftest.record)
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_erm_crosses_within_the_allowance(name):
+def test_erm_crosses_within_the_allowance(name, record):
     res = run_case(name)
-    _results[name] = res
+    record[name] = res
     assert all(r["converged"] for r in res["rows"]), name
     failed = [row for row in res["summary"]
               if not (row["ratio"] < 0.3 if below(name, row["factor"]) else row["ratio"] > 0.6)]
@@ -32,18 +32,10 @@ def test_erm_crosses_within_the_allowance(name):
 
 
 @pytest.mark.parametrize("name", SEED_STUDY_CASES)
-def test_most_draws_lie_on_the_predicted_side(name):
+def test_most_draws_lie_on_the_predicted_side(name, record):
     """Second, per-draw protocol (validation_thresholds.SEED_STUDY_*)."""
     res = seed_study(name)
-    _results["seed_study_" + name] = res
+    record["seed_study_" + name] = res
     for cell in res["cells"]:
         assert cell["converged"], (name, cell)
         assert 2 * cell["on_predicted_side"] > cell["draws"], (name, cell)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _record_when_complete():
-    """Rewrites the record after the module's tests have run, in whatever order (only with
-    AMP_RECORD=1 and every entry present)."""
-    yield
-    write_record(_results, len(CASES) + len(SEED_STUDY_CASES), RECORD)

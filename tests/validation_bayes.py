@@ -13,17 +13,13 @@ thresholds,powerlaw}.py; ``check(name, problem, ...)`` solves both SEs.
 from __future__ import annotations
 
 import math
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from amp_attention.solvers.bayes_channel_integrals import BayesMonteCarloOptions  # noqa: E402
-from amp_attention.solvers.bayes_optimal import solve_bayes_optimal  # noqa: E402
-from amp_attention.solvers.state_evolution import (MonteCarloOptions,  # noqa: E402
+from amp_attention.solvers.bayes_channel_integrals import BayesMonteCarloOptions
+from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
+from amp_attention.solvers.state_evolution import (MonteCarloOptions,
                                                    solve_state_evolution)
-from amp_attention.spec import Problem  # noqa: E402
+from amp_attention.spec import Problem
 
 
 def points(thresholds: bool = True) -> dict[str, Problem]:

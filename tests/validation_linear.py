@@ -33,6 +33,9 @@ POINTS = {
     "L2_k0.3_k0.6_lam0.05_D0.1_a0.4": (2, 0.3, 0.6, 0.05, 0.1, 0.4, "factorised"),
     "frob_L1_k0.5_lam0.1_D0.5_a0.5": (1, 1.0, 0.5, 0.1, 0.5, 0.5, "elementwise"),
     "frob_L2_k1_lam0.3_D0_a0.3": (2, 1.0, 1.0, 0.3, 0.0, 0.3, "elementwise"),
+    # the symmetric (non-PSD) nuclear norm, where it keeps negative eigenvalues
+    "sym_L1_k1_k0.5_lam0.02_D0.1_a0.4": (1, 1.0, 0.5, 0.02, 0.1, 0.4, "symmetric"),
+    "sym_L2_k1_k0.2_lam0.05_D0_a0.5": (2, 1.0, 0.2, 0.05, 0.0, 0.5, "symmetric"),
 }
 # d -> number of seeds: fluctuations shrink like 1/d, so fewer seeds at large d.
 SEEDS = {48: 8, 64: 8, 96: 6, 128: 4, 192: 4}

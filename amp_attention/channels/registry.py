@@ -11,8 +11,7 @@ The classes are imported on first use, so that reading the names (the CLI's
 
 from __future__ import annotations
 
-import importlib
-
+from ..registry import Registry
 from .base import Channel
 
 #: name -> (module in this package, class, one-line description for --help)
@@ -25,29 +24,22 @@ _BUILTIN: dict[str, tuple[str, str, str]] = {
                 "y = (1/L) Tr softmax_rows(beta h(S0)) (1 output)"),
 }
 
+CHANNELS = Registry(__package__, "channel", _BUILTIN, "or a channel instance")
+
 
 def channel_names() -> tuple[str, ...]:
     """The registered channel names, in registry order."""
-    return tuple(_BUILTIN)
-
-
-def _entry(name: str) -> tuple[str, str, str]:
-    try:
-        return _BUILTIN[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"channel must be one of {', '.join(_BUILTIN)} or a channel "
-                         f"instance, got {name!r}") from None
+    return CHANNELS.names()
 
 
 def channel_summary(name: str) -> str:
     """The registered channel's one-line description (its output function)."""
-    return _entry(name)[2]
+    return CHANNELS.summary(name)
 
 
 def channel_class(name: str) -> type:
     """The class registered under ``name``."""
-    module, cls, _ = _entry(name)
-    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)
+    return CHANNELS.cls(name)
 
 
 def channel_for(task) -> Channel:

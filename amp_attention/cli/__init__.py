@@ -3,7 +3,10 @@
 One module per subcommand (``se``, ``erm``, ``amp``, ``validate``, ``spectrum``,
 ``thresholds``, ``phase_diagram``, ``scaling``, ``compare``, ``quickstart``, ``heads``), each
 with ``add_parser(sub, ...)`` and ``run(args) -> exit code``: parse, call the
-API, print.  Shared flags, errors and output helpers are in :mod:`.common`.
+API, print (``heads``: its parser is in :mod:`.heads_parser`).  Shared errors, parser
+and output helpers are in :mod:`.common`, the problem flags in :mod:`.problem`, the
+execution flags and size guards in :mod:`.execution`, the Ctrl-C handling in
+:mod:`.interrupts`.
 
 Exit codes: 0 success; 2 bad input (argparse errors, any ValueError raised by
 the problem specification, a file that cannot be written); 3 the computation
@@ -19,11 +22,13 @@ import argparse
 import os
 import sys
 
-from . import (amp, compare, erm, heads, phase_diagram, quickstart, scaling, se, spectrum,
+from . import (amp, compare, erm, heads_parser, phase_diagram, quickstart, scaling, se, spectrum,
                thresholds, validate)
-from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, add_threads_flag,
-                     InterruptGuard, check_environment, check_min_int, holds_interrupt,
-                     print_error, problem_from_args, problem_parent)
+from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, check_min_int,
+                     print_error)
+from .execution import add_threads_flag
+from .interrupts import InterruptGuard, check_environment, holds_interrupt
+from .problem import problem_from_args, problem_parent
 
 __all__ = ["build_parser", "main", "problem_from_args"]
 
@@ -77,10 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     spectrum.add_parser(sub, problem)
     thresholds.add_parser(sub, no_alpha_lam)
     phase_diagram.add_parser(sub, no_alpha_lam)
-    scaling.add_parser(sub, problem_parent(omit=("alpha", "target", "kappa0", "spikes")))
+    scaling.add_parser(sub, problem_parent(omit=("alpha", "target", "target_file", "kappa0", "spikes")))
     compare.add_parser(sub, no_alpha)
     quickstart.add_parser(sub)
-    heads.add_parser(sub)
+    heads_parser.add_parser(sub)
     for subparser in sub.choices.values():
         add_threads_flag(subparser)
     return parser

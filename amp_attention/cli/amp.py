@@ -8,8 +8,9 @@ import sys
 
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, GAMP_DIVERGED_HINT, MODEL, PROG, HelpFormatter,
-                     add_allow_large, add_mc_group, check_min_int, check_size, closed_form, dumps,
-                     flag_error, mc_options, print_params, problem_from_args, refuse_given)
+                     check_min_int, dumps, flag_error, print_params, refuse_given)
+from .execution import add_allow_large, check_size
+from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 
 
 AMP_DESCRIPTION = f"""\

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_text
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
-                     add_allow_large, add_execution_flags, add_mc_group, check_execution,
-                     check_positive_finite,
-                     closed_form, dumps, execution, flag_error, fmt, grid_count, mc_options,
-                     one_line, prepare_path, problem_from_args, target_text)
+                     check_positive_finite, dumps, flag_error, fmt, learner_text, one_line,
+                     prepare_path, target_text)
+from .execution import add_allow_large, add_execution_flags, check_execution, execution, grid_count
+from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_path
 
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     figure = figure_path(out / "compare.png", args)
     plotting.plot_compare(rows, figure, lam=problem.learner.lam,
                           thresholds={labels[k]: v for k, v in thresholds.items()},
-                          title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
+                          title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
                                 f"{target_text(p['target'])}, Delta={p['noise']:g}")
     print(f"wrote {out / 'compare.csv'}, {out / 'compare.json'} and {figure}",
           file=sys.stderr)

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+from typing import TYPE_CHECKING, Any, Sequence
 
+from ..progress import progress_bar as _progress
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
-                     add_allow_large, check_min_int, check_positive_finite, check_size, dumps,
-                     flag_error, fmt, one_line, print_params, problem_from_args, refuse_given,
-                     run_erm)
+                     check_min_int, check_positive_finite, dumps, flag_error, fmt, one_line,
+                     print_params, refuse_given)
+from .execution import add_allow_large, check_size
+from .problem import problem_from_args
+
+if TYPE_CHECKING:
+    from ..erm import ERMStatistics
+    from ..spec import Problem
 
 
 ERM_DESCRIPTION = f"""\
@@ -127,3 +135,30 @@ def run(args: argparse.Namespace) -> int:
               "their values are included above", file=sys.stderr)
         return EXIT_NOT_CONVERGED
     return EXIT_OK
+
+
+def run_erm(problem: Problem, d: int, seeds: Sequence[int], *, tol: float, max_iter: int,
+            target_spectrum: str = "sampled", progress_desc: str = "ERM seeds",
+            **solver_kw: Any) -> "ERMStatistics":
+    """:func:`amp_attention.erm.erm_statistics` with a progress bar over seeds.
+
+    Non-convergence warnings are not printed: ``all_converged`` and
+    ``not_converged`` report them (and the command's exit code).
+    """
+    from ..erm import erm_statistics
+
+    bars = []
+
+    def wrap(items):
+        bars.append(_progress(items, desc=progress_desc, unit="seed"))
+        return bars[-1]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return erm_statistics(problem, d, seeds, wrap=wrap, tol=tol, max_iter=max_iter,
+                                  **solver_kw,
+                                  keep_matrix=False, target_spectrum=target_spectrum)
+    finally:
+        for bar in bars:
+            bar.close()

@@ -47,7 +47,7 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
 
     from .. import plotting
     from ..files import atomic_write_csv
-    from .common import dumps
+    from .common import dumps, learner_text
 
     x = np.asarray(spec.eigenvalues, dtype=float)
     rho = np.asarray(spec.density_S, dtype=float)
@@ -64,7 +64,7 @@ def write_spectrum(path: Path, spec, params: dict, outliers: list[dict] | None =
                   f"(integral = 1 - atom); params={dumps(params)}\n"))
     figure = Path(path).with_suffix(".png") if figure is None else Path(figure)
     title = (f"{params['channel']} L={params['L']}, alpha={params['alpha']:g}, "
-             f"kappa={params['kappa']:g}, lam={params['lam']:g}, Delta={params['noise']:g}")
+             f"{learner_text(params)}, lam={params['lam']:g}, Delta={params['noise']:g}")
     plotting.plot_spectrum(x, rho, spec.atom_at_zero, figure, sigma=sig, density_W=rho_w,
                            atom_W=spec.atom_at_zero_W, title=title, outliers=outliers)
     return figure

@@ -9,11 +9,11 @@ from pathlib import Path
 from ..progress import progress_bar as _progress
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_path
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
-                     check_grid_size, grid_count,
-                     add_execution_flags, add_mc_group, check_execution, closed_form, execution,
-                     flag_error, mc_options, one_line, prepare_path, problem_from_args,
-                     target_text)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, flag_error,
+                     learner_text, one_line, prepare_path, target_text)
+from .execution import (add_allow_large, add_execution_flags, check_execution, check_grid_size,
+                        execution, grid_count)
+from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 from ..jsonsafe import nonfinite_notes
 from .thresholds import KEYS as THRESHOLD_KEYS, threshold_row
 
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
                                 log_fields=tuple(f for f in fields if f != "rank_fraction"),
                                 note=("grey in the ratio panels: the Bayes-optimal estimator "
                                       "recovers S0 (ratio undefined)") if args.bayes else None,
-                                title=f"{p['channel']} L={p['L']}, kappa={p['kappa']:g}, "
+                                title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
                                       f"{target_text(p['target'])}, Delta={p['noise']:g}")
     resumed = 2 * meta["n_points"] - meta["computed"]  # two sweeps (up, down) per grid point
     print(f"{meta['computed']} point(s) solved"

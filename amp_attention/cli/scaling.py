@@ -11,10 +11,11 @@ from pathlib import Path
 from ..files import atomic_write_csv, atomic_write_json
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_path
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter,
-                     add_allow_large, check_grid_size, grid_count, one_line,
-                     add_execution_flags, add_mc_group, check_execution, closed_form, execution,
-                     flag_error, mc_options, prepare_path, problem_from_args)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, flag_error,
+                     one_line, prepare_path)
+from .execution import (add_allow_large, add_execution_flags, check_execution, check_grid_size,
+                        execution, grid_count)
+from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 
 
 SCALING_DESCRIPTION = f"""\

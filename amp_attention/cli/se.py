@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
-                     add_mc_group, check_min_int, check_positive_finite, closed_form, dumps, fmt,
-                     given, mc_options, one_line, prepare_path, print_params, problem_from_args,
-                     refuse_given, se_failure)
+                     check_min_int, check_positive_finite, dumps, fmt, given, one_line,
+                     prepare_path, print_params, refuse_given, se_failure)
+from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 from .figures import add_figure_format_flag, figure_format, figure_path, write_spectrum
 
 if TYPE_CHECKING:

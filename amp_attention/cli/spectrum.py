@@ -10,10 +10,10 @@ from pathlib import Path
 from ..files import atomic_write_text
 from ..progress import progress_bar as _progress
 from .examples import epilog
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, add_allow_large,
-                     add_execution_flags, add_mc_group, check_execution, check_size, dumps,
-                     execution, flag_error, mc_options, prepare_path, problem_from_args,
-                     refuse_given, se_failure)
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, dumps, flag_error,
+                     prepare_path, refuse_given, se_failure)
+from .execution import add_allow_large, add_execution_flags, check_execution, check_size, execution
+from .problem import add_mc_group, mc_options, problem_from_args
 from .figures import add_figure_format_flag, figure_format, figure_path, write_spectrum
 
 

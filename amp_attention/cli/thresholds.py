@@ -12,10 +12,10 @@ from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import nonfinite_notes
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_path
-from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, add_allow_large,
-                     add_execution_flags, check_execution,
-                     dumps, execution, fmt, one_line, prepare_path, print_params,
-                     problem_from_args, refuse_given)
+from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, dumps, fmt, one_line, prepare_path,
+                     print_params, refuse_given)
+from .execution import add_allow_large, add_execution_flags, check_execution, execution
+from .problem import problem_from_args
 
 if TYPE_CHECKING:
     from ..spec import Problem

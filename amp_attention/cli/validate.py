@@ -9,9 +9,9 @@ from pathlib import Path
 from ..progress import progress_bar as _progress
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_format, figure_path
-from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, add_allow_large,
-                     add_execution_flags, add_mc_group, check_execution, check_size, execution,
-                     flag_error, mc_options, prepare_path, problem_from_args)
+from .common import EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, flag_error, prepare_path
+from .execution import add_allow_large, add_execution_flags, check_execution, check_size, execution
+from .problem import add_mc_group, mc_options, problem_from_args
 
 
 VALIDATE_DESCRIPTION = f"""\
