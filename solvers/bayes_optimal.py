@@ -313,11 +313,24 @@ def bayes_test_errors(channel, q: float, V: float, *, log2_n: int = 14, replicas
 TEST_LOG2_N = 14
 
 
+@dataclass(frozen=True, eq=False)
+class BayesSEResult(SEResult):
+    """The Bayes-optimal fixed point: an :class:`SEResult` (``estimator = "bayes"``) with the
+    fields of the MMSE estimator alone."""
+
+    estimator: str = "bayes"
+    #: the clean test error of g(h(posterior mean)) (test_error is that of the Bayes
+    #: predictor E[g(h*) | data])
+    plugin_test_error: float | None = None
+    #: the MMSE vanished (to the SE's resolution)
+    perfect_recovery: bool | None = None
+
+
 def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int = 200,
                         start: str = "both", channel=None,
-                        mc: BayesMonteCarloOptions | None = None) -> SEResult:
-    """The Bayes-optimal fixed point of ``problem`` as an :class:`SEResult` with
-    ``estimator = "bayes"`` (docs/theory.md "Bayes-optimal baseline"; the learner is not used).
+                        mc: BayesMonteCarloOptions | None = None) -> BayesSEResult:
+    """The Bayes-optimal fixed point of ``problem`` as a :class:`BayesSEResult`
+    (docs/theory.md "Bayes-optimal baseline"; the learner is not used).
 
     Fields: matrix_mse = V = the MMSE, m = q = Q0 - MMSE (Nishimori),
     m_hat = q_hat = V_hat = qhat, test_error = the error of the Bayes predictor
@@ -386,7 +399,7 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
         how = (f"spread over {replicas} RQMC replicas of 2^{TEST_LOG2_N} points of the test "
                "error (the fixed point is in closed form)")
     nan = float("nan")
-    return SEResult(
+    return BayesSEResult(
         m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
         test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
         iterations=run.iterations, residual=run.residual, start=best,

@@ -41,8 +41,8 @@ from amp_attention.spec import Problem
 
 from amp_attention.files import (atomic_write_json, atomic_write_npz, ensure_directory,
                                  read_checkpoint)
-from amp_attention.jsonsafe import json_safe, with_floats
-from amp_attention.runner import run_tasks
+from amp_attention.jsonsafe import json_safe
+from amp_attention.runner import Checkpoints, run_checkpointed, run_tasks
 from .state_evolution import (MonteCarloOptions, same_fixed_point, solve_state_evolution,
                               unique_fixed_point)
 
@@ -133,14 +133,19 @@ def _same_plan(old: dict | None, new: dict) -> bool:
     return {**old, "problem": _grid_free(old["problem"])} == json.loads(json.dumps(json_safe(new)))
 
 
+def point_store(out: Path | str) -> Checkpoints:
+    """The diagram's finished points, ``out/points/<key>.json``, their FIELDS and residual
+    read back as floats (strict JSON stores NaN and infinities, e.g. of a point that
+    diverged, as null: NaN here)."""
+    return Checkpoints(str(Path(out) / "points"), POINT_KEYS, FIELDS + ("residual",))
+
+
+def point_key(j: int, direction: str, i: int) -> str:
+    return f"lam{j:04d}_{direction}_a{i:04d}"
+
+
 def point_file(out: Path, j: int, direction: str, i: int) -> Path:
-    return Path(out) / "points" / f"lam{j:04d}_{direction}_a{i:04d}.json"
-
-
-def _numbers(rec: dict) -> dict:
-    """A point record as read back: its FIELDS and residual as floats (strict JSON stores
-    NaN and infinities, e.g. of a point that diverged, as null: NaN here)."""
-    return with_floats(rec, FIELDS + ("residual",))
+    return point_store(out).path(point_key(j, direction, i))
 
 
 def _order(plan: PhaseDiagramPlan, direction: str) -> list[int]:
@@ -151,14 +156,13 @@ def _order(plan: PhaseDiagramPlan, direction: str) -> list[int]:
 def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     """One sweep (module-level, so process pools and Dask can pickle it); returns
     the number of points it computed (finished ones on disk are skipped)."""
-    out = Path(out)
+    store = point_store(out)
     computed = 0
     done: list[tuple[float, np.ndarray]] = []  # (alpha, fixed point) of the converged points
     for i in _order(plan, direction):
-        path = point_file(out, j, direction, i)
-        rec = read_checkpoint(path, POINT_KEYS)
+        key = point_key(j, direction, i)
+        rec = store.read(key)
         if rec is not None:
-            rec = _numbers(rec)
             if rec["converged"]:
                 done = [*done[-1:], (plan.alphas[i], np.array([rec["m"], rec["q"], rec["V"]]))]
             continue
@@ -173,7 +177,7 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
                **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
                "status": r.summary, "iterations": r.iterations, "residual": r.residual,
                "start": r.start, "seconds": r.seconds}
-        atomic_write_json(path, rec)
+        store.write(key, rec)
         computed += 1
         if r.success:  # a failed point leaves the sweep on its last converged ones
             done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))]
@@ -227,8 +231,9 @@ def run_phase_diagram(
             raise ValueError(f"{out} holds a phase diagram of other parameters; use another "
                              "output directory")
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
+    store = point_store(out)
     tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
-             if not all([read_checkpoint(point_file(out, j, dr, i), POINT_KEYS) is not None
+             if not all([store.read(point_key(j, dr, i)) is not None
                          for i in range(len(plan.alphas))])]
     computed = sum(run_tasks(run_sweep, [(plan, str(out), j, dr) for j, dr in tasks],
                              executor=executor, workers=workers, progress=progress))
@@ -249,10 +254,10 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
     branch = np.full((na, nl), "", dtype=object)
     status = np.full((na, nl), "", dtype=object)
     unique = unique_fixed_point(plan.problem)  # convexity does not depend on alpha or lam
+    store = point_store(out)
     for i in range(na):
         for j in range(nl):
-            recs = {dr: _numbers(json.loads(point_file(out, j, dr, i).read_text()))
-                    for dr in DIRECTIONS}
+            recs = {dr: store.read(point_key(j, dr, i)) for dr in DIRECTIONS}
             ok = [r for r in recs.values() if r["converged"]]
             iterations[i, j] = sum(r["iterations"] for r in recs.values())
             if not ok:
@@ -338,8 +343,25 @@ BAYES_FIELD_HELP = {
 }
 
 
+#: what a Bayes-optimal point file holds
+BAYES_KEYS = ("test_error", "matrix_mse", "converged", "perfect_recovery", "status")
+
+
 def bayes_point_file(out: Path, i: int) -> Path:
     return Path(out) / "points" / f"bayes_a{i:04d}.json"
+
+
+def bayes_task(plan: PhaseDiagramPlan, i: int, mc) -> dict:
+    """The record of the Bayes-optimal SE at alpha_i (a task of
+    :func:`~amp_attention.runner.run_checkpointed`)."""
+    from .bayes_optimal import solve_bayes_optimal
+
+    r = solve_bayes_optimal(plan.at(i, 0), tol=min(plan.tol, 1e-10), mc=mc)
+    return {"alpha": plan.alphas[i], "test_error": r.test_error, "matrix_mse": r.matrix_mse,
+            "converged": bool(r.converged), "perfect_recovery": bool(r.perfect_recovery),
+            "status": r.status.value, "iterations": r.iterations,
+            "mc_stderr": dict(r.mc_stderr or {}),
+            "mc": None if mc is None else dataclasses.asdict(mc)}
 
 
 def bayes_baseline(plan: PhaseDiagramPlan, out: Path, *, mc=None,
@@ -349,27 +371,17 @@ def bayes_baseline(plan: PhaseDiagramPlan, out: Path, *, mc=None,
     ``.json``.  The BO estimator does not depend on lam or on the learner: one solve
     per alpha, each saved as ``points/bayes_aXXXX.json`` and resumed.  ``mc``: the
     BayesMonteCarloOptions of channels without a closed form.  Returns the metadata."""
-    from .bayes_optimal import solve_bayes_optimal
-
     out = Path(out)
     meta, arrays = load_phase_diagram(out)
-    keys = ("test_error", "matrix_mse", "converged", "perfect_recovery", "status")
+    keys = BAYES_KEYS
     mc_dict = None if mc is None else dataclasses.asdict(mc)
-
-    def finished(i: int) -> bool:
-        rec = read_checkpoint(bayes_point_file(out, i), keys + ("mc",))
-        return rec is not None and rec["mc"] == mc_dict and rec["alpha"] == plan.alphas[i]
-
-    todo = [i for i in range(len(plan.alphas)) if not finished(i)]
-    stream: Iterable = todo if progress is None else progress(todo, len(todo))
-    for i in stream:
-        r = solve_bayes_optimal(plan.at(i, 0), tol=min(plan.tol, 1e-10), mc=mc)
-        atomic_write_json(bayes_point_file(out, i), {
-            "alpha": plan.alphas[i], "test_error": r.test_error, "matrix_mse": r.matrix_mse,
-            "converged": bool(r.converged), "perfect_recovery": bool(r.perfect_recovery),
-            "status": r.status.value, "iterations": r.iterations,
-            "mc_stderr": dict(r.mc_stderr or {}), "mc": mc_dict})
-    recs = [json.loads(bayes_point_file(out, i).read_text()) for i in range(len(plan.alphas))]
+    store = Checkpoints(str(out / "points"), BAYES_KEYS + ("mc",), ("test_error", "matrix_mse"))
+    alpha_of = {f"bayes_a{i:04d}": a for i, a in enumerate(plan.alphas)}
+    tasks = {key: (plan, i, mc) for i, key in enumerate(alpha_of)}
+    records, _ = run_checkpointed(
+        bayes_task, tasks, store, progress=progress,
+        accept=lambda key, rec: rec["mc"] == mc_dict and rec.get("alpha") == alpha_of[key])
+    recs = list(records.values())
     solved = np.array([r["converged"] and not r["perfect_recovery"] for r in recs])
     new = {}
     for qty in ("test_error", "matrix_mse"):

@@ -37,9 +37,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 from scipy import stats
 
-from amp_attention.files import atomic_write_json, read_checkpoint
-from amp_attention.jsonsafe import with_floats
-from amp_attention.runner import run_tasks
+from amp_attention.runner import Checkpoints, run_tasks
 from amp_attention.spec import Problem
 
 from .decomposition import outlier_structure, predicted_decomposition
@@ -88,8 +86,18 @@ POINT_KEYS = ("alpha", "n", "converged", "m", "q", "V", "test_error")
 NUMBERS = ("m", "q", "V", "test_error", "train_error", "matrix_mse", "residual")
 
 
+def point_store(out: Path | str) -> Checkpoints:
+    """The finished points, ``out/points/<index>_a<alpha>.json`` (NUMBERS read back as
+    floats: strict JSON keeps NaN, a diverged point's, as null)."""
+    return Checkpoints(str(Path(out) / "points"), POINT_KEYS, NUMBERS)
+
+
+def point_key(index: int, alpha: float) -> str:
+    return f"{index:04d}_a{alpha:.6g}"
+
+
 def point_file(out: Path, index: int, alpha: float) -> Path:
-    return Path(out) / "points" / f"{index:04d}_a{alpha:.6g}.json"
+    return point_store(out).path(point_key(index, alpha))
 
 
 def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, *,
@@ -135,16 +143,14 @@ def bayes_point(problem: Problem) -> dict:
 
 def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[dict]:
     x0 = None
+    store = point_store(out) if out is not None else None
     for i in indices:
         a = plan.alphas[i]
-        f = point_file(Path(out), i, a) if out is not None else None
-        row = read_checkpoint(f, POINT_KEYS) if f is not None else None
-        row = with_floats(row, NUMBERS)  # strict JSON keeps NaN (a diverged point) as null
+        row = store.read(point_key(i, a)) if store is not None else None
         if row is None:
             row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
-            if f is not None:
-                f.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_json(f, row)
+            if store is not None:
+                store.write(point_key(i, a), row)
         if row["converged"]:
             x0 = (row["m"], row["q"], row["V"])
         yield row

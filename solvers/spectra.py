@@ -23,9 +23,9 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import atomic_write_json, ensure_directory, read_checkpoint
+from amp_attention.files import atomic_write_json, ensure_directory
 from amp_attention.operators import check_token_dtype
-from amp_attention.runner import run_tasks
+from amp_attention.runner import Checkpoints, run_checkpointed
 from amp_attention.spec import Problem
 
 from .predicted_spectrum import PredictedSpectrum
@@ -87,8 +87,17 @@ class SpectrumPlan:
 SPECTRUM_RUN_KEYS = ("d", "seed", "converged", "eigenvalues_S")
 
 
+def spectrum_store(out: Path | str) -> Checkpoints:
+    """The check's finished runs: ``out/runs/d<d>_s<seed>.json``."""
+    return Checkpoints(str(Path(out) / "runs"), SPECTRUM_RUN_KEYS)
+
+
+def spectrum_run_key(d: int, seed: int) -> str:
+    return f"d{d}_s{seed}"
+
+
 def spectrum_run_file(out: Path, d: int, seed: int) -> Path:
-    return Path(out) / "runs" / f"d{d}_s{seed}.json"
+    return spectrum_store(out).path(spectrum_run_key(d, seed))
 
 
 def run_measures(pred: PredictedSpectrum, run: dict, zero_tol: float) -> dict:
@@ -110,14 +119,14 @@ def run_measures(pred: PredictedSpectrum, run: dict, zero_tol: float) -> dict:
 
 
 def train_spectrum_run(problem: Problem, d: int, seed: int, adam: AdamOptions,
-                       target_spectrum: str, out: str, dtype: str = "float64") -> None:
-    """One Adam-trained layer of a spectrum check, saved atomically to its run file
-    (a task of :func:`~amp_attention.runner.run_tasks`)."""
+                       target_spectrum: str, dtype: str = "float64") -> dict:
+    """The record of one Adam-trained layer of a spectrum check (a task of
+    :func:`~amp_attention.runner.run_checkpointed`, which saves it); ``p`` the rows of
+    the trained weights."""
     res = train_layer(problem, d, seed, options=adam, target_spectrum=target_spectrum,
                       dtype=dtype)
-    atomic_write_json(spectrum_run_file(Path(out), d, seed),
-                      {**res.to_dict(), "p": max(1, int(round(problem.learner.kappa * d))),
-                       "history": [], "dtype": dtype})
+    return {**res.to_dict(), "p": problem.learner.penalty.weights_shape(d)[0],
+            "history": [], "dtype": dtype}
 
 
 def run_spectrum_check(
@@ -148,14 +157,12 @@ def run_spectrum_check(
         raise RuntimeError(f"state evolution did not converge ({se.summary}; residual "
                            f"{se.residual:.3g}); no prediction to compare with")
     pred = PredictedSpectrum.from_se(plan.problem, se)
-    todo = [(d, s) for d in plan.ds for s in range(plan.seeds)
-            if not finished(read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS),
-                            plan.dtype)]
-    run_tasks(train_spectrum_run, [(plan.problem, d, s, plan.adam, plan.target_spectrum, str(out),
-                                    plan.dtype) for d, s in todo],
-              executor=executor, workers=workers, progress=progress)
-    runs = [read_checkpoint(spectrum_run_file(out, d, s), SPECTRUM_RUN_KEYS)
-            for d in plan.ds for s in range(plan.seeds)]
+    tasks = {spectrum_run_key(d, s): (plan.problem, d, s, plan.adam, plan.target_spectrum,
+                                      plan.dtype) for d in plan.ds for s in range(plan.seeds)}
+    records, trained = run_checkpointed(train_spectrum_run, tasks, spectrum_store(out),
+                                        accept=lambda _key, rec: finished(rec, plan.dtype),
+                                        executor=executor, workers=workers, progress=progress)
+    runs = list(records.values())
     measures = [run_measures(pred, r, plan.zero_tol) for r in runs]
     per_d = []
     for d in plan.ds:
@@ -174,7 +181,7 @@ def run_spectrum_check(
         "se": se.to_dict(),
         "predicted": {"atom_S": pred.atom_S, "cutoff": pred.cutoff,
                       "rank_fraction": se.rank_fraction},
-        "per_d": per_d, "runs": measures, "trained": len(todo),
+        "per_d": per_d, "runs": measures, "trained": trained,
         "all_converged": all(m["converged"] for m in measures),
     }
     atomic_write_json(out / "spectrum.json", summary)

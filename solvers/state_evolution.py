@@ -118,13 +118,9 @@ class SEResult(Result):
     residual_kurtosis: float | None = None
     residual_kurtosis_stderr: float | None = None
     finite_size_warning: str = ""
-    #: "erm" (this module) or "bayes" (amp_attention.solvers.bayes_optimal: the MMSE estimator)
+    #: "erm" (this module) or "bayes" (:class:`~amp_attention.solvers.bayes_optimal.BayesSEResult`,
+    #: which adds the Bayes-optimal estimator's own fields)
     estimator: str = "erm"
-    #: estimator "bayes": the clean test error of g(h(posterior mean)) (test_error is that
-    #: of the Bayes predictor E[g(h*) | data])
-    plugin_test_error: float | None = None
-    #: estimator "bayes": the MMSE vanished (to the SE's resolution)
-    perfect_recovery: bool | None = None
     #: test error against a fresh sample's noisy label, E||y - g(h(Shat))||^2 (the
     #: convention of arXiv 2509.24914's SE tables; test_error + Delta M for output noise)
     test_error_noisy: float = math.nan

@@ -26,11 +26,10 @@ import numpy as np
 
 from amp_attention.adam import AdamOptions, train_layer
 from amp_attention.files import (atomic_save_figure, atomic_write_csv, atomic_write_json,
-                                 ensure_directory, read_checkpoint)
+                                 ensure_directory)
 from amp_attention.checks import Integer
-from amp_attention.jsonsafe import with_floats
 from amp_attention.operators import check_token_dtype
-from amp_attention.runner import run_tasks
+from amp_attention.runner import Checkpoints, run_checkpointed
 from amp_attention.spec import Problem
 
 from .extrapolation import fit_inverse_d
@@ -105,18 +104,26 @@ def _at(problem: Problem, alpha: float) -> Problem:
 RUN_KEYS = ("alpha", "d", "seed", "converged", "test_error", "train_error", "matrix_mse")
 
 
+def run_store(out: Path | str) -> Checkpoints:
+    """The sweep's finished runs: ``out/runs/<key>.json``."""
+    return Checkpoints(str(Path(out) / "runs"), RUN_KEYS, QUANTITIES)
+
+
+def run_key(alpha: float, d: int, seed: int) -> str:
+    return f"a{alpha:.6g}_d{d}_s{seed}"
+
+
 def run_file(out: Path, alpha: float, d: int, seed: int) -> Path:
-    return out / "runs" / f"a{alpha:.6g}_d{d}_s{seed}.json"
+    return run_store(out).path(run_key(alpha, d, seed))
 
 
 def train_run(problem: Problem, alpha: float, d: int, seed: int, adam: AdamOptions,
-              target_spectrum: str, out: str, dtype: str = "float64") -> None:
-    """One Adam-trained layer of a validation sweep, saved atomically to its run file
-    (a task of :func:`~amp_attention.runner.run_tasks`)."""
+              target_spectrum: str, dtype: str = "float64") -> dict:
+    """The record of one Adam-trained layer of a validation sweep (a task of
+    :func:`~amp_attention.runner.run_checkpointed`, which saves it)."""
     res = train_layer(_at(problem, alpha), d, seed, options=adam, target_spectrum=target_spectrum,
                       dtype=dtype)
-    atomic_write_json(run_file(Path(out), alpha, d, seed),
-                      {"alpha": alpha, "dtype": dtype, **res.to_dict()})
+    return {"alpha": alpha, "dtype": dtype, **res.to_dict()}
 
 
 def finished(rec: dict | None, dtype: str) -> bool:
@@ -142,14 +149,12 @@ def run_validation(
     as there: in this process by default)."""
     out = Path(out)
     ensure_directory(out / "runs")
-    todo = [(a, d, s) for a, d, s in plan.runs()
-            if not finished(read_checkpoint(run_file(out, a, d, s), RUN_KEYS), plan.dtype)]
-    run_tasks(train_run, [(plan.problem, a, d, s, plan.adam, plan.target_spectrum, str(out),
-                           plan.dtype) for a, d, s in todo],
-              executor=executor, workers=workers, progress=progress)
-    # strict JSON stores NaN and infinities (a run that diverged) as null: NaN here
-    runs = [with_floats(read_checkpoint(run_file(out, a, d, s), RUN_KEYS), QUANTITIES)
-            for a, d, s in plan.runs()]
+    tasks = {run_key(a, d, s): (plan.problem, a, d, s, plan.adam, plan.target_spectrum,
+                                plan.dtype) for a, d, s in plan.runs()}
+    records, trained = run_checkpointed(train_run, tasks, run_store(out),
+                                        accept=lambda _key, rec: finished(rec, plan.dtype),
+                                        executor=executor, workers=workers, progress=progress)
+    runs = list(records.values())
     grid = np.unique(np.concatenate([np.linspace(min(plan.alphas), max(plan.alphas),
                                                  plan.theory_points), plan.alphas]))
     theory = []
@@ -168,7 +173,7 @@ def run_validation(
                           "target_spectrum": plan.target_spectrum,
                           "adam": dataclasses.asdict(plan.adam), "dtype": plan.dtype},
                "theory": theory, "bayes": bayes, "table": table, "fits": fits,
-               "trained": len(todo),
+               "trained": trained,
                "all_converged": all(r["converged"] for r in runs)}
     atomic_write_json(out / "validate.json", summary)
     _write_csv(out / "validate.csv", table)

@@ -1,5 +1,6 @@
 """amp_attention.runner: order, errors, and workers that die with their parent (issue 16, item 5)."""
 
+import json
 import os
 import signal
 import subprocess
@@ -84,3 +85,40 @@ def test_workers_after_parallel_numba_in_the_parent(tmp_path) -> None:
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "4/4 converged" in r.stdout and (out / "phase_diagram.npz").exists()
+
+
+def square_record(x: float) -> dict:
+    """A task of the checkpoint tests (module level: picklable for worker processes)."""
+    return {"x": x, "square": x * x, "pid": os.getpid()}
+
+
+def test_checkpoint_protocol_runs_only_what_is_missing_and_reads_everything_back(tmp_path):
+    """run_checkpointed: the first call computes every task and saves each file; a second
+    reads them all (0 computed); a refused record (accept) and a garbage file are
+    recomputed (the garbage moved aside); without a store nothing is written."""
+    from amp_attention.runner import Checkpoints, run_checkpointed
+
+    store = Checkpoints(str(tmp_path / "points"), ("x", "square"), ("square",))
+    tasks = {f"p{i}": (float(i),) for i in range(4)}
+    records, computed = run_checkpointed(square_record, tasks, store)
+    assert computed == 4 and [r["square"] for r in records.values()] == [0.0, 1.0, 4.0, 9.0]
+    assert all(store.path(k).exists() for k in tasks)
+    again, computed = run_checkpointed(square_record, tasks, store)
+    assert computed == 0 and again == records
+    store.path("p2").write_text("{\"x\": 2")  # truncated
+    redo, computed = run_checkpointed(square_record, tasks, store,
+                                      accept=lambda key, rec: key != "p1")
+    assert computed == 2 and redo["p2"]["square"] == 4.0
+    assert (tmp_path / "points" / "p2.json.unreadable").exists()
+    none, computed = run_checkpointed(square_record, {"q": (3.0,)}, None)
+    assert computed == 1 and none["q"]["square"] == 9.0 and not store.path("q").exists()
+
+
+def test_checkpoints_are_written_by_the_worker_that_computed_them(tmp_path):
+    """With a worker process the file is saved there (its pid), before the task returns."""
+    from amp_attention.runner import Checkpoints, run_checkpointed
+
+    store = Checkpoints(str(tmp_path), ("square",))
+    records, computed = run_checkpointed(square_record, {"a": (2.0,)}, store, workers=1)
+    assert computed == 1 and records["a"]["pid"] != os.getpid()
+    assert json.loads(store.path("a").read_text())["pid"] == records["a"]["pid"]

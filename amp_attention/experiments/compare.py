@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write_json, read_checkpoint
 from ..progress import progress_bar
-from ..runner import run_tasks
+from ..runner import Checkpoints, run_checkpointed
 from ..spec import Problem
 
 
@@ -46,37 +45,36 @@ class ComparePlan:
                 "bayes_mc": None if self.bayes_mc is None else dataclasses.asdict(self.bayes_mc)}
 
 
-def _point_path(out: Path, alpha: float) -> Path:
-    return out / "points" / f"alpha_{alpha:.10g}.json"
+def compare_store(out: Path) -> Checkpoints:
+    """The finished alphas: ``out/points/alpha_<alpha>.json``."""
+    return Checkpoints(str(Path(out) / "points"), ("alpha", "params"))
 
 
-def compare_task(plan: ComparePlan, alpha: float, out: str | None) -> dict[str, Any]:
-    """One alpha (module-level: picklable for process pools and Dask)."""
+def compare_key(alpha: float) -> str:
+    return f"alpha_{alpha:.10g}"
+
+
+def compare_task(plan: ComparePlan, alpha: float) -> dict[str, Any]:
+    """The record of one alpha (module-level: picklable for process pools and Dask)."""
     from amp_attention.solvers.compare import compare_point
 
-    if out is not None:
-        done = read_checkpoint(_point_path(Path(out), alpha), required=("alpha", "params"))
-        if done is not None and done["params"] == plan.to_dict():
-            return done["row"]
     with warnings.catch_warnings():
         # overflow in the free-convolution edge search at lam -> 0 (the search recovers)
         warnings.simplefilter("ignore", RuntimeWarning)
         row = compare_point(dataclasses.replace(plan.problem, alpha=float(alpha)),
                             plan.lam_range, tol=plan.tol, mc=plan.mc, bayes_mc=plan.bayes_mc)
-    if out is not None:
-        atomic_write_json(_point_path(Path(out), alpha),
-                          {"alpha": alpha, "params": plan.to_dict(), "row": row})
-    return row
+    return {"alpha": alpha, "params": plan.to_dict(), "row": row}
 
 
 def run_compare(plan: ComparePlan, out: Path | None, *, workers: int = 0,
                 executor: cf.Executor | None = None, progress: bool = False) -> list[dict]:
     """Every alpha of ``plan`` (finished ones read back from ``out/points``), in order."""
-    if out is not None:
-        (out / "points").mkdir(parents=True, exist_ok=True)
-
     def bar(stream, total):
         return progress_bar(stream, total=total, desc="compare", unit="alpha") if progress else stream
 
-    tasks = [(plan, float(a), None if out is None else str(out)) for a in plan.alphas]
-    return run_tasks(compare_task, tasks, workers=workers, executor=executor, progress=bar)
+    params = plan.to_dict()
+    tasks = {compare_key(float(a)): (plan, float(a)) for a in plan.alphas}
+    records, _ = run_checkpointed(compare_task, tasks, None if out is None else compare_store(out),
+                                  accept=lambda _key, rec: rec["params"] == params,
+                                  workers=workers, executor=executor, progress=bar)
+    return [rec["row"] for rec in records.values()]
