@@ -162,6 +162,31 @@ class Checkpoints:
         atomic_write_json(self.path(key), record)
 
 
+class CheckpointFile:
+    """The finished points of one sequential chain in a single JSON file ``{key: record}``
+    (the paper figures' curves: one process runs the chain, each write rewrites the file
+    atomically).  The same ``read`` / ``write`` as :class:`Checkpoints`."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._records: dict | None = None
+
+    def records(self) -> dict:
+        """Every saved record, ``{key: record}`` (read once)."""
+        if self._records is None:
+            self._records = read_checkpoint(self.path) or {}
+        return self._records
+
+    def read(self, key: str, accept: Callable[[dict], bool] | None = None) -> dict | None:
+        rec = self.records().get(key)
+        return None if rec is None or (accept is not None and not accept(rec)) else rec
+
+    def write(self, key: str, record: dict) -> None:
+        records = self.records()
+        records[key] = record
+        atomic_write_json(self.path, records)
+
+
 def compute_and_store(fn: Callable[..., dict], store: Checkpoints | None, key: str,
                       args: tuple) -> dict:
     """``fn(*args)``, saved as task ``key`` of ``store`` before it returns (the worker side

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
-from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram  # noqa: E402
+from amp_attention.experiments.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram  # noqa: E402
 from amp_attention.solvers.state_evolution import solve_state_evolution  # noqa: E402
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from amp_attention import targets  # noqa: E402
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task  # noqa: E402
-from amp_attention.solvers.scaling import ScalingPlan, run_scaling  # noqa: E402
+from amp_attention.experiments.scaling import ScalingPlan, run_scaling  # noqa: E402
 from amp_attention.solvers.state_evolution import solve_state_evolution  # noqa: E402
 
 

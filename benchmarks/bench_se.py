@@ -56,7 +56,7 @@ from amp_attention.channels import LinearChannel
 from amp_attention.jsonsafe import json_safe
 from amp_attention.denoisers import NuclearNormPSD
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
-from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid
+from amp_attention.experiments.phase_diagram import PhaseDiagramPlan, grid
 from amp_attention.solvers.state_evolution import solve_state_evolution
 from amp_attention.threads import thread_policy
 

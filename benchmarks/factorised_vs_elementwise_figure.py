@@ -5,7 +5,7 @@
 Linear channel L = 1, Wishart target kappa0 = 0.1 (rank d/10), Delta = 0.1,
 lam = 0.05 for both learners: the factorised W (kappa = 1, weight decay =
 nuclear norm lam d Tr S) and the element-wise S (penalty lam d ||S||_F^2 / 2).
-For each learner ``amp_attention.solvers.validate.run_validation`` solves the SE along alpha
+For each learner ``amp_attention.experiments.validate.run_validation`` solves the SE along alpha
 and trains Adam (lr 0.03, full batch) at d in {48, 64, 96}, 3 seeds; runs are
 cached in --cache (resumable).  Draws the test error against alpha (SE lines,
 Adam points at each d and the a + b/d extrapolation) and writes the numbers
@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from amp_attention.adam import AdamOptions  # noqa: E402
 from amp_attention.jsonsafe import json_safe  # noqa: E402
 from amp_attention.spec import Learner, Problem, Task, WishartTarget  # noqa: E402
-from amp_attention.solvers.validate import ValidationPlan, run_validation  # noqa: E402
+from amp_attention.experiments.validate import ValidationPlan, run_validation  # noqa: E402
 
 ALPHAS = (0.15, 0.3, 0.5, 0.75, 1.0)
 DS = (48, 64, 96)

@@ -38,8 +38,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task  # noqa: E402
 from amp_attention.jsonsafe import json_safe  # noqa: E402
-from amp_attention.solvers.scaling import (ScalingPlan, fit_power_law, noise_limited_exponent,  # noqa: E402
-                             recovered_mode_exponent, run_scaling)
+from amp_attention.experiments.scaling import ScalingPlan, run_scaling  # noqa: E402
+from amp_attention.solvers.scaling import (fit_power_law, noise_limited_exponent,  # noqa: E402
+                                           recovered_mode_exponent)
 
 GAMMAS = (0.75, 1.0, 1.25, 1.5)
 ELLS = (0.0, 0.5)

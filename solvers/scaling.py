@@ -1,15 +1,13 @@
 """Sequential spectral recovery and scaling laws for power-law targets (docs/theory.md
-"Power-law targets").
+"Power-law targets"): the theory at one point and the exponents derived from a curve.
 
 For a target with s_k ~ k^(-gamma) (:class:`~amp_attention.spec.PowerLawTarget`,
-deterministic equivalent at the target's d) the SE is solved along a grid of
-alpha = n/d^2 with warm starts (continuation); at each point it records the
-errors, the count k* of recovered modes (:func:`amp_attention.solvers.decomposition.outlier_structure`)
-and the four-way decomposition.  lam may scale with the sample size,
-
-    lam(alpha) = lam0 (alpha / alpha_0)^(-lam_exponent)       (alpha_0 = first grid point),
-
-i.e. lam ~ n^(-lam_exponent) at fixed d.
+deterministic equivalent at the target's d), :func:`solve_point` solves the SE at one
+alpha = n/d^2 (warm-started from a neighbour's fixed point when given) and records the
+errors, the count k* of recovered modes (:func:`amp_attention.solvers.decomposition.outlier_structure`),
+the four-way decomposition and the Bayes-optimal baseline (:func:`bayes_point`).  The
+sweep along a grid of alpha (continuation, lam schedule, resumable point files) is
+:mod:`amp_attention.experiments.scaling`.
 
 Exponents.  The excess test error is fitted as e_test - e_0 = A n^(-f) by least
 squares in log-log coordinates (:func:`fit_power_law`), with e_0 given or fitted.
@@ -21,83 +19,21 @@ so if k* ~ n^a then f_pred = a (2 gamma - 1), with a fitted on the SE's own
 k*(n).  In the noise-limited regime (mode k is recovered once its signal
 mh s_k beats the noise sqrt(qh), mh ~ alpha and qh ~ alpha at small lam, and
 s_k^2 ~ d k^(-2 gamma)) a = 1/(2 gamma), so f = 1 - 1/(2 gamma)
-(:func:`noise_limited_exponent`).  Every finished point is saved atomically
-under ``out`` and skipped on a rerun.
+(:func:`noise_limited_exponent`).
 """
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import dataclasses
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import numpy as np
 from scipy import stats
 
-from amp_attention.runner import Checkpoints, run_tasks
 from amp_attention.spec import Problem
 
 from .decomposition import outlier_structure, predicted_decomposition
 from .state_evolution import MonteCarloOptions, solve_state_evolution
-
-
-@dataclass(frozen=True)
-class ScalingPlan:
-    """A problem with a power-law target, the alpha grid (increasing) and the
-    lam schedule lam(alpha) = problem.learner.lam (alpha/alphas[0])^(-lam_exponent)."""
-
-    problem: Problem
-    alphas: tuple[float, ...]
-    lam_exponent: float = 0.0
-    mc: MonteCarloOptions | None = None
-    tol: float = 1e-10
-    max_iter: int = 200
-
-    def __post_init__(self) -> None:
-        if self.problem.target.power_law_exponent is None:
-            raise ValueError("a scaling plan needs a PowerLawTarget (--gamma), got "
-                             f"{type(self.problem.target).__name__}")
-        a = tuple(float(x) for x in self.alphas)
-        if len(a) < 3 or any(not (math.isfinite(x) and x > 0) for x in a) or any(
-                y <= x for x, y in zip(a, a[1:])):
-            raise ValueError(f"alphas must be >= 3 increasing numbers > 0, got {self.alphas!r}")
-        object.__setattr__(self, "alphas", a)
-        if not (math.isfinite(self.lam_exponent) and 0.0 <= self.lam_exponent <= 2.0):
-            raise ValueError(f"lam_exponent must lie in [0, 2], got {self.lam_exponent!r}")
-        if not (math.isfinite(self.tol) and self.tol > 0):
-            raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
-        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
-            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
-
-    def lam_at(self, alpha: float) -> float:
-        return self.problem.learner.lam * (alpha / self.alphas[0]) ** (-self.lam_exponent)
-
-    def problem_at(self, alpha: float) -> Problem:
-        learner = dataclasses.replace(self.problem.learner, lam=self.lam_at(alpha))
-        return dataclasses.replace(self.problem, alpha=float(alpha), learner=learner)
-
-
-#: what a point file must hold to count as finished (else it is moved aside and recomputed)
-POINT_KEYS = ("alpha", "n", "converged", "m", "q", "V", "test_error")
-#: the SE numbers of a point (null in its file for NaN or infinity: NaN when read back)
-NUMBERS = ("m", "q", "V", "test_error", "train_error", "matrix_mse", "residual")
-
-
-def point_store(out: Path | str) -> Checkpoints:
-    """The finished points, ``out/points/<index>_a<alpha>.json`` (NUMBERS read back as
-    floats: strict JSON keeps NaN, a diverged point's, as null)."""
-    return Checkpoints(str(Path(out) / "points"), POINT_KEYS, NUMBERS)
-
-
-def point_key(index: int, alpha: float) -> str:
-    return f"{index:04d}_a{alpha:.6g}"
-
-
-def point_file(out: Path, index: int, alpha: float) -> Path:
-    return point_store(out).path(point_key(index, alpha))
 
 
 def solve_point(problem: Problem, x0=None, mc: MonteCarloOptions | None = None, *,
@@ -139,56 +75,6 @@ def bayes_point(problem: Problem) -> dict:
     if not b.success:
         return none
     return {"bayes_test_error": b.test_error, "bayes_matrix_mse": b.matrix_mse}
-
-
-def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[dict]:
-    x0 = None
-    store = point_store(out) if out is not None else None
-    for i in indices:
-        a = plan.alphas[i]
-        row = store.read(point_key(i, a)) if store is not None else None
-        if row is None:
-            row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
-            if store is not None:
-                store.write(point_key(i, a), row)
-        if row["converged"]:
-            x0 = (row["m"], row["q"], row["V"])
-        yield row
-
-
-def solve_chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> list[dict]:
-    """The points ``indices`` (contiguous, increasing alpha) of the plan, each SE
-    warm-started from the previous converged one, the first from the informative
-    start; finished points are read from / written to ``out``/points (a task of
-    :func:`~amp_attention.runner.run_tasks`)."""
-    return list(_chain(plan, out, indices))
-
-
-def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
-                executor: cf.Executor | None = None, workers: int = 0,
-                progress: Callable[[Iterable, int], Iterable] | None = None) -> list[dict]:
-    """Solve every point of the plan (resuming from ``out``/points when given).
-
-    The points form a warm-started continuation in alpha, so they are split into
-    contiguous chains, one per worker (``workers`` local processes, or at least
-    two on an ``executor``, as in :func:`~amp_attention.runner.run_tasks`; in
-    this process by default: one chain over every point).  A chain starts from
-    the informative start; its fixed points agree with the single chain's to the
-    solver tolerance wherever the fixed point is unique.  ``progress(iterable,
-    total)`` wraps the finished points (one chain) or chains.
-    """
-    n = len(plan.alphas)
-    where = None if out is None else str(out)
-    if executor is None and workers <= 1:
-        rows = _chain(plan, where, list(range(n)))
-        return list(progress(rows, n) if progress else rows)
-    chains = max(1, min(n, max(workers, 2)))
-    bounds = np.linspace(0, n, chains + 1).round().astype(int)
-    parts = [list(range(bounds[k], bounds[k + 1])) for k in range(chains)
-             if bounds[k + 1] > bounds[k]]
-    done = run_tasks(solve_chain, [(plan, where, p) for p in parts],
-                     executor=executor, workers=workers, progress=progress)
-    return [row for rows in done for row in rows]
 
 
 @dataclass(frozen=True)

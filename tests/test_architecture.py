@@ -5,7 +5,9 @@ file and line: no branch on the learner's parameterisation outside the penalty m
 no isinstance on a target class outside spec.py, no private name imported across modules
 (the compiled leaf kernel modules ``_*_kernels`` are imported as modules by design), no
 import cycle at import time, no command-line module over 500 lines, no function body over
-120 lines outside the Numba kernel factories.
+120 lines outside the Numba kernel factories; sweeps live in the experiments (no module of
+the theory imports the runner, the atomic writers or read_checkpoint, or Adam; only
+``amp_attention/experiments/`` and the runner itself use the checkpoint protocol).
 """
 
 from __future__ import annotations
@@ -92,22 +94,25 @@ def _module_name(p: Path) -> str:
     return ".".join(parts)
 
 
+def _imported_module(p: Path, node: ast.ImportFrom) -> str:
+    """The absolute name of the module ``node`` (in file ``p``) imports from."""
+    if not node.level:
+        return node.module or ""
+    me = _module_name(p)
+    base = (me if p.name == "__init__.py" else me.rsplit(".", 1)[0]).split(".")
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _top_level_imports(p: Path, tree: ast.Module) -> set[str]:
     """Modules imported when ``p`` is imported (not inside functions or TYPE_CHECKING)."""
-    me = _module_name(p)
-    package = me if p.name == "__init__.py" else me.rsplit(".", 1)[0]
     out = set()
     for node in tree.body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
         for sub in ast.walk(node) if isinstance(node, (ast.If, ast.Try)) else [node]:
             if isinstance(sub, ast.ImportFrom):
-                if sub.level:
-                    base = package.split(".")
-                    base = base[:len(base) - sub.level + 1]
-                    mod = ".".join(base + ([sub.module] if sub.module else []))
-                else:
-                    mod = sub.module or ""
+                mod = _imported_module(p, sub)
                 if mod.startswith("amp_attention"):
                     out.add(mod)
                     out.update(f"{mod}.{a.name}" for a in sub.names)
@@ -164,3 +169,81 @@ def test_no_function_body_over_120_lines():
                 if n > 120:
                     long.append(f"{_rel(p)}:{node.lineno} {node.name} ({n} lines)")
     assert not long, long
+
+
+# ------------------------------------------------------------------ where sweeps live
+
+#: what only a sweep needs: the runner, the atomic writers and checkpoint reader of
+#: ``files`` (or the whole module), finite-d training by Adam
+SWEEP_ONLY = {"amp_attention.runner", "amp_attention.adam", "amp_attention.files",
+              *(f"amp_attention.files.{n}" for n in (
+                  "atomic_write_text", "atomic_write_json", "atomic_write_csv",
+                  "atomic_write_npz", "atomic_save_figure", "read_checkpoint"))}
+#: the checkpoint protocol of resumable sweeps
+CHECKPOINT_NAMES = ("run_checkpointed", "Checkpoints", "CheckpointFile")
+
+
+def _all_imports(p: Path, tree: ast.AST):
+    """(line, imported name) of every import anywhere in the file, function bodies
+    included: ``module.name`` for ``from module import name``, ``module`` for
+    ``import module``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _imported_module(p, node)
+            for a in node.names:
+                yield node.lineno, f"{mod}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                yield node.lineno, a.name
+
+
+def _sweep_only_imports(p: Path, tree: ast.AST) -> list[str]:
+    return [f"{_rel(p)}:{line} {name}" for line, name in _all_imports(p, tree)
+            if name in SWEEP_ONLY or name.startswith(("amp_attention.runner.",
+                                                      "amp_attention.adam."))]
+
+
+def _uses_checkpoints(p: Path, tree: ast.AST) -> list[int]:
+    """Lines that import the checkpoint protocol (or reach it as ``runner.<name>``)."""
+    lines = [line for line, name in _all_imports(p, tree)
+             if name in {f"amp_attention.runner.{n}" for n in CHECKPOINT_NAMES}]
+    return lines + [node.lineno for node in ast.walk(tree)
+                    if isinstance(node, ast.Attribute) and node.attr in CHECKPOINT_NAMES]
+
+
+def test_the_theory_has_no_sweeps():
+    """solvers/ keeps the theory at a point: no output directories, no checkpoints, no
+    finite-d training (docs/architecture.md "How to add a sweep")."""
+    found = [hit for p, tree in _trees() if p.relative_to(ROOT).parts[0] == "solvers"
+             for hit in _sweep_only_imports(p, tree)]
+    assert not found, f"sweep machinery imported by the theory (move it to experiments/): {found}"
+
+
+def test_only_the_experiments_use_the_checkpoint_protocol():
+    users = {_rel(p) for p, tree in _trees() if _uses_checkpoints(p, tree)}
+    outside = sorted(u for u in users if not u.startswith("amp_attention/experiments/")
+                     and u != "amp_attention/runner.py")
+    assert not outside, f"resumable sweeps outside amp_attention/experiments/: {outside}"
+    # the rule sees the sweeps that are there
+    assert {"amp_attention/experiments/validate.py", "amp_attention/experiments/scaling.py",
+            "amp_attention/experiments/phase_diagram.py"} <= users, users
+
+
+def test_the_sweep_rules_see_every_form_of_import():
+    """The two rules above fail on a theory module that imports a sweep's tools: at the
+    top, inside a function, relatively or as a module."""
+    theory = ROOT / "solvers" / "example.py"
+    for source in ("from amp_attention.runner import run_tasks",
+                   "def f():\n    from ..runner import Checkpoints",
+                   "from amp_attention.files import atomic_write_json",
+                   "from ..files import read_checkpoint",
+                   "from amp_attention import files",
+                   "import amp_attention.adam",
+                   "from amp_attention.adam import train_layer"):
+        assert _sweep_only_imports(theory, ast.parse(source)), source
+    assert not _sweep_only_imports(theory, ast.parse(
+        "from amp_attention.files import ensure_directory\nfrom .state_evolution import SEResult"))
+    for source in ("def f():\n    from ..runner import run_checkpointed",
+                   "from amp_attention import runner\nstore = runner.Checkpoints('out')"):
+        assert _uses_checkpoints(theory, ast.parse(source)), source
+    assert not _uses_checkpoints(theory, ast.parse("from amp_attention.runner import run_tasks"))

@@ -61,7 +61,7 @@ def test_threshold_grid_and_scaling_chains_in_processes_match_in_process(tmp_pat
     """The runner's process pool gives the in-process results: threshold points bit for bit;
     scaling points split into two warm-started chains within the SE tolerance."""
     from amp_attention.experiments.thresholds import threshold_grid
-    from amp_attention.solvers.scaling import ScalingPlan, run_scaling
+    from amp_attention.experiments.scaling import ScalingPlan, run_scaling
 
     problem = Problem(Task("linear", noise=0.5), WishartTarget(0.5), Learner(), alpha=0.5)
     here = threshold_grid(problem, "kappa0", [0.3, 0.7], progress=False)

@@ -77,8 +77,8 @@ def test_cli_dtype_flag(capsys):
 def test_validation_and_spectrum_runs_record_their_dtype_and_are_not_mixed(tmp_path):
     import dataclasses
 
-    from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
-    from amp_attention.solvers.validate import ValidationPlan, run_validation
+    from amp_attention.experiments.spectrum_check import SpectrumPlan, run_spectrum_check
+    from amp_attention.experiments.validate import ValidationPlan, run_validation
 
     plan = ValidationPlan(LINEAR, alphas=(0.5,), ds=(12,), seeds=1, adam=AdamOptions(lr=0.03),
                           theory_points=3, dtype="float32")

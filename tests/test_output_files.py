@@ -262,8 +262,9 @@ def test_every_json_the_cli_writes_is_strict(tmp_path, capsys, monkeypatch):
 def test_phase_diagram_resumes_points_holding_null(tmp_path):
     """A point that diverged is stored with null (strict JSON); the resumed diagram
     reads it back as NaN: assembled, not recomputed, the other branch reported."""
-    from amp_attention.solvers.phase_diagram import (FIELDS, PhaseDiagramPlan, load_phase_diagram,
-                                                     point_file, run_phase_diagram)
+    from amp_attention.experiments.phase_diagram import (FIELDS, PhaseDiagramPlan,
+                                                         load_phase_diagram, point_file,
+                                                         run_phase_diagram)
     from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
     problem = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1),
@@ -298,7 +299,7 @@ def test_validate_resumes_runs_holding_null(tmp_path):
     """validate.json with one seed holds null standard errors; a run file with null
     errors (a diverged run) resumes as NaN instead of failing the table."""
     from amp_attention.adam import AdamOptions
-    from amp_attention.solvers.validate import ValidationPlan, run_file, run_validation
+    from amp_attention.experiments.validate import ValidationPlan, run_file, run_validation
     from amp_attention.spec import Learner, Problem, Task, WishartTarget
 
     problem = Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1),

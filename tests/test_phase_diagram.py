@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.solvers.phase_diagram import (FIELDS, PhaseDiagramPlan, assemble, grid, load_phase_diagram,
-                                   point_file, run_phase_diagram)
+from amp_attention.experiments.phase_diagram import (FIELDS, PhaseDiagramPlan, assemble, grid,
+                                                     load_phase_diagram, point_file,
+                                                     run_phase_diagram)
 from amp_attention.solvers.state_evolution import solve_state_evolution
 
 ROOT = Path(__file__).resolve().parents[1]

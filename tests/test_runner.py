@@ -122,3 +122,19 @@ def test_checkpoints_are_written_by_the_worker_that_computed_them(tmp_path):
     records, computed = run_checkpointed(square_record, {"a": (2.0,)}, store, workers=1)
     assert computed == 1 and records["a"]["pid"] != os.getpid()
     assert json.loads(store.path("a").read_text())["pid"] == records["a"]["pid"]
+
+
+def test_a_checkpoint_file_keeps_a_chain_in_one_file(tmp_path):
+    """CheckpointFile: the same read/write as Checkpoints over one JSON object; a new
+    instance (a rerun) reads what the last one wrote; a refused record reads as None."""
+    from amp_attention.runner import CheckpointFile
+
+    path = tmp_path / "curve.json"
+    a = CheckpointFile(path)
+    assert a.read("p0") is None and a.records() == {}
+    a.write("p0", {"x": 1.0})
+    a.write("p1", {"x": 2.0})
+    b = CheckpointFile(path)
+    assert b.records() == {"p0": {"x": 1.0}, "p1": {"x": 2.0}}
+    assert b.read("p1") == {"x": 2.0} and b.read("p1", accept=lambda r: r["x"] < 2) is None
+    assert json.loads(path.read_text()) == {"p0": {"x": 1.0}, "p1": {"x": 2.0}}

@@ -7,14 +7,13 @@ import pytest
 
 from amp_attention.cli import build_parser, main
 from amp_attention.spec import Learner, PowerLawTarget, Problem, Task, WishartTarget
-from amp_attention.solvers import scaling
+from amp_attention.experiments import scaling
+from amp_attention.experiments.scaling import ScalingPlan, run_scaling
 from amp_attention.solvers.scaling import (
-    ScalingPlan,
     fit_power_law,
     noise_limited_exponent,
     recovered_mode_exponent,
     recovery_alphas,
-    run_scaling,
 )
 
 PROBLEM = Problem(Task("linear", L=1, noise=0.5), PowerLawTarget(1.0, d=60), Learner(1.0, 0.05),

@@ -1,4 +1,4 @@
-"""`amp_attention.solvers.spectra`: predicted CDFs of Shat/W, Kolmogorov distance, Adam overlay (issue 5)."""
+"""`amp_attention.experiments.spectrum_check`: predicted CDFs of Shat/W, Kolmogorov distance, Adam overlay (issue 5)."""
 
 import json
 import math
@@ -10,8 +10,8 @@ from scipy import stats
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
-from amp_attention.solvers.spectra import (SpectrumPlan, kolmogorov_distance, run_spectrum_check,
-                                           spectrum_run_file)
+from amp_attention.experiments.spectrum_check import (SpectrumPlan, kolmogorov_distance,
+                                                      run_spectrum_check, spectrum_run_file)
 from amp_attention.solvers.state_evolution import solve_state_evolution
 
 

@@ -1,4 +1,4 @@
-"""`amp_attention.solvers.validate`: SE curve vs Adam runs, resumable, with table and figure (issue 5)."""
+"""`amp_attention.experiments.validate`: SE curve vs Adam runs, resumable, with table and figure (issue 5)."""
 
 import csv
 import json
@@ -8,7 +8,7 @@ import pytest
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.solvers.validate import ValidationPlan, run_file, run_validation
+from amp_attention.experiments.validate import ValidationPlan, run_file, run_validation
 
 PLAN = ValidationPlan(
     Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5),
@@ -102,7 +102,7 @@ def test_dask_local_cluster_and_process_pool_match_the_in_process_run(tmp_path):
 def test_validation_figure_is_labelled_and_keeps_the_d_apart(tmp_path):
     """issue 16, item 9: symbol y labels, the parameters in the title, and the points of
     different d side by side at each alpha (no error bar hidden behind another)."""
-    from amp_attention.solvers.validate import validation_figure
+    from amp_attention.experiments.validate import validation_figure
 
     plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(8, 12), seeds=2,
                           adam=AdamOptions(lr=0.03), theory_points=2)

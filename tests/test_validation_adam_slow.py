@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from amp_attention.solvers.validate import run_validation
+from amp_attention.experiments.validate import run_validation
 from validation_adam import PLANS, RELATIVE_TOLERANCE, compact, deviations
 from validation_adam import RECORD  # noqa: F401 - read by conftest.record
 

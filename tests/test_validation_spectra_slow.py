@@ -33,7 +33,7 @@ import pytest
 
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
+from amp_attention.experiments.spectrum_check import SpectrumPlan, run_spectrum_check
 
 pytestmark = pytest.mark.slow
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from amp_attention.adam import AdamOptions
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
 from amp_attention.solvers.state_evolution import MonteCarloOptions
-from amp_attention.solvers.validate import ValidationPlan
+from amp_attention.experiments.validate import ValidationPlan
 
 RECORD = Path(__file__).parent / "data" / "adam_validation.json"
 QUANTITIES = ("test_error", "train_error")

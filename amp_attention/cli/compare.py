@@ -81,10 +81,9 @@ def _thresholds(problem) -> dict[str, float | None]:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention compare``: the three estimators over alpha, saved and plotted."""
-    from amp_attention.solvers.phase_diagram import grid
-
     from .. import plotting
     from ..experiments.compare import ComparePlan, run_compare
+    from ..experiments.phase_diagram import grid
     from .se import bayes_mc_options
 
     problem = problem_from_args(args)

@@ -92,9 +92,8 @@ def _check_grid_size(args: argparse.Namespace, problem) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention phase-diagram``: resumable SE grid, npz + JSON + heatmaps."""
-    from amp_attention.solvers.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
-
     from .. import plotting
+    from ..experiments.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
 
     problem = problem_from_args(args)
     check_execution(args)
@@ -144,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
                                      thresholds=nonfinite_notes(thresholds, THRESHOLD_KEYS))
     except ValueError as exc:
         raise CLIError(f"argument --out: {one_line(str(exc))}") from None
-    from amp_attention.solvers.phase_diagram import bayes_baseline, load_phase_diagram
+    from ..experiments.phase_diagram import bayes_baseline, load_phase_diagram
 
     fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
     bayes_ok = True

@@ -82,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
     """``amp-attention scaling``: SE along log alpha for a power-law target, fits, figure."""
     import numpy as np
 
-    from amp_attention.solvers.scaling import ScalingPlan
-
-    from ..experiments.scaling import run_scaling_experiment
+    from ..experiments.scaling import ScalingPlan, run_scaling_experiment
 
     from .. import plotting
 

@@ -71,10 +71,10 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention spectrum``: predicted spectra; with --simulate, overlay and Kolmogorov distances."""
-    from amp_attention.solvers.spectra import SpectrumPlan, run_spectrum_check
     from amp_attention.solvers.state_evolution import solve_state_evolution
 
     from ..adam import AdamOptions
+    from ..experiments.spectrum_check import SpectrumPlan, run_spectrum_check
 
     if not args.simulate:
         refuse_given(args, ("d", "seeds", "target_spectrum", "lr", "lr_min", "zero_tol", "bins",

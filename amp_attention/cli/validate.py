@@ -66,9 +66,8 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention validate``: SE curve vs Adam-trained layers; CSV/JSON/PNG in --out."""
-    from amp_attention.solvers.validate import ValidationPlan, run_validation
-
     from ..adam import AdamOptions
+    from ..experiments.validate import ValidationPlan, run_validation
 
     problem = problem_from_args(args)
     check_execution(args)

@@ -31,7 +31,8 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..files import atomic_write_json, read_checkpoint
+from ..files import atomic_write_json
+from ..runner import CheckpointFile
 from ..jsonsafe import as_float
 from ..paper import PaperSetting, alpha_bar, interpolation_alpha_bar, to_paper_columns
 from ..spec import Learner, Problem, Task, WishartTarget
@@ -87,15 +88,16 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     "not computed").  ``x0``: the (m, q, V) the first point starts from."""
     from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
-    done = read_checkpoint(checkpoint) or {}
+    store = CheckpointFile(checkpoint)
     mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed)
     out = []
     for p in problems:
         key = f"alpha={p.alpha!r},lam={p.learner.lam!r}"
-        if key not in done and saved_only:
+        row = store.read(key)
+        if row is None and saved_only:
             out.append({"alpha": p.alpha, "lam": p.learner.lam, "status": "not computed"})
             continue
-        if key not in done:
+        if row is None:
             r = solve_state_evolution(p, mc=mc, x0=x0, max_iter=max_iter)
             if x0 is not None and not r.success:  # continuation failed: a cold solve
                 r = solve_state_evolution(p, mc=mc, max_iter=max_iter)
@@ -106,9 +108,7 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
                    "rank_fraction": r.rank_fraction, "stderr": dict(r.mc_stderr or {}),
                    "vhat_jump_share": r.vhat_jump_share, "seconds": r.seconds,
                    "paper": to_paper_columns(r, p.alpha)}
-            done[key] = row
-            atomic_write_json(checkpoint, done)
-        row = done[key]
+            store.write(key, row)
         if row["status"] == "converged":
             x0 = (row["m"], row["q"], row["V"])
         out.append(row)
@@ -756,16 +756,17 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
 
     f = ADAM_FILES[key]
     alpha = _alpha_of_x(float(x), f.T)
-    done = (read_checkpoint(checkpoint) if checkpoint else None) or {}
+    store = CheckpointFile(checkpoint) if checkpoint else None
+    done = {} if store is None else store.records()
 
-    def save():
-        if checkpoint:
-            atomic_write_json(checkpoint, done)
+    def save(k: str) -> None:
+        if store is not None:
+            store.write(k, done[k])
 
-    def record(lr):
-        return {"status": lr.status.value, "iterations": lr.iterations, "seconds": lr.seconds,
-                "test_error": lr.test_error, "test_error_noisy": lr.test_error_noisy,
-                "matrix_mse": lr.matrix_mse}
+    def record(layer):
+        return {"status": layer.status.value, "iterations": layer.iterations,
+                "seconds": layer.seconds, "test_error": layer.test_error,
+                "test_error_noisy": layer.test_error_noisy, "matrix_mse": layer.matrix_mse}
 
     p = f.problem(alpha)
     if "se" not in done:
@@ -773,7 +774,7 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
         done["se"] = {"status": r.status.value, "test_error": r.test_error,
                       "test_error_noisy": r.test_error_noisy, "matrix_mse": r.matrix_mse,
                       "stderr": dict(r.mc_stderr or {}), "vhat_jump_share": r.vhat_jump_share}
-        save()
+        save("se")
     # seq2seq: the engine's Adam on the seq2seq loss, and on the label loss over the same
     # data sets (paired: their difference is the finite-d term of docs/theory.md 16.4,
     # measured to fall like 1/d)
@@ -785,7 +786,7 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
                 if k not in done:
                     done[k] = record(train_layer(p, d, seed, init_scale=1.0, options=options,
                                                  task=task))
-                    save()
+                    save(k)
     sim = adam_points(root, f)
     out: dict = {"key": key, "file": f.rel, "x": float(x), "alpha": alpha, "ds": list(ds),
                  "seeds": seeds, "se_status": done["se"]["status"],

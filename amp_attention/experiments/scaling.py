@@ -1,19 +1,142 @@
 """Power-law targets along log alpha: the SE points, the error decomposition and the
-fitted exponents (docs/theory.md "Power-law targets"; ``amp-attention scaling``)."""
+fitted exponents (docs/theory.md "Power-law targets"; ``amp-attention scaling``).
+
+The SE is solved along an increasing grid of alpha = n/d^2 with warm starts
+(continuation; the theory at one point is
+:func:`amp_attention.solvers.scaling.solve_point`).  lam may scale with the sample size,
+
+    lam(alpha) = lam0 (alpha / alpha_0)^(-lam_exponent)       (alpha_0 = first grid point),
+
+i.e. lam ~ n^(-lam_exponent) at fixed d.  Every finished point is saved atomically
+under ``out/points`` and skipped on a rerun; the exponents are fitted on the curve
+(:func:`fit_scaling`).
+"""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Iterator
 
-from amp_attention.solvers.scaling import (ModeExponentFit, PowerLawFit, ScalingPlan,
-                                           fit_power_law, noise_limited_exponent,
-                                           recovered_mode_exponent, recovery_alphas, run_scaling)
+import numpy as np
+
+from amp_attention.solvers.scaling import (ModeExponentFit, PowerLawFit, fit_power_law,
+                                           noise_limited_exponent, recovered_mode_exponent,
+                                           recovery_alphas, solve_point)
+from amp_attention.solvers.state_evolution import MonteCarloOptions
 
 from ..progress import progress_bar
+from ..runner import Checkpoints, run_tasks
+from ..spec import Problem
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """A problem with a power-law target, the alpha grid (increasing) and the
+    lam schedule lam(alpha) = problem.learner.lam (alpha/alphas[0])^(-lam_exponent)."""
+
+    problem: Problem
+    alphas: tuple[float, ...]
+    lam_exponent: float = 0.0
+    mc: MonteCarloOptions | None = None
+    tol: float = 1e-10
+    max_iter: int = 200
+
+    def __post_init__(self) -> None:
+        if self.problem.target.power_law_exponent is None:
+            raise ValueError("a scaling plan needs a PowerLawTarget (--gamma), got "
+                             f"{type(self.problem.target).__name__}")
+        a = tuple(float(x) for x in self.alphas)
+        if len(a) < 3 or any(not (math.isfinite(x) and x > 0) for x in a) or any(
+                y <= x for x, y in zip(a, a[1:])):
+            raise ValueError(f"alphas must be >= 3 increasing numbers > 0, got {self.alphas!r}")
+        object.__setattr__(self, "alphas", a)
+        if not (math.isfinite(self.lam_exponent) and 0.0 <= self.lam_exponent <= 2.0):
+            raise ValueError(f"lam_exponent must lie in [0, 2], got {self.lam_exponent!r}")
+        if not (math.isfinite(self.tol) and self.tol > 0):
+            raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
+        if int(self.max_iter) != self.max_iter or self.max_iter < 1:
+            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
+
+    def lam_at(self, alpha: float) -> float:
+        return self.problem.learner.lam * (alpha / self.alphas[0]) ** (-self.lam_exponent)
+
+    def problem_at(self, alpha: float) -> Problem:
+        learner = dataclasses.replace(self.problem.learner, lam=self.lam_at(alpha))
+        return dataclasses.replace(self.problem, alpha=float(alpha), learner=learner)
+
+
+#: what a point file must hold to count as finished (else it is moved aside and recomputed)
+POINT_KEYS = ("alpha", "n", "converged", "m", "q", "V", "test_error")
+#: the SE numbers of a point (null in its file for NaN or infinity: NaN when read back)
+NUMBERS = ("m", "q", "V", "test_error", "train_error", "matrix_mse", "residual")
+
+
+def point_store(out: Path | str) -> Checkpoints:
+    """The finished points, ``out/points/<index>_a<alpha>.json`` (NUMBERS read back as
+    floats: strict JSON keeps NaN, a diverged point's, as null)."""
+    return Checkpoints(str(Path(out) / "points"), POINT_KEYS, NUMBERS)
+
+
+def point_key(index: int, alpha: float) -> str:
+    return f"{index:04d}_a{alpha:.6g}"
+
+
+def point_file(out: Path, index: int, alpha: float) -> Path:
+    return point_store(out).path(point_key(index, alpha))
+
+
+def _chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> Iterator[dict]:
+    x0 = None
+    store = point_store(out) if out is not None else None
+    for i in indices:
+        a = plan.alphas[i]
+        row = store.read(point_key(i, a)) if store is not None else None
+        if row is None:
+            row = solve_point(plan.problem_at(a), x0, plan.mc, tol=plan.tol, max_iter=plan.max_iter)
+            if store is not None:
+                store.write(point_key(i, a), row)
+        if row["converged"]:
+            x0 = (row["m"], row["q"], row["V"])
+        yield row
+
+
+def solve_chain(plan: ScalingPlan, out: str | None, indices: list[int]) -> list[dict]:
+    """The points ``indices`` (contiguous, increasing alpha) of the plan, each SE
+    warm-started from the previous converged one, the first from the informative
+    start; finished points are read from / written to ``out``/points (a task of
+    :func:`~amp_attention.runner.run_tasks`)."""
+    return list(_chain(plan, out, indices))
+
+
+def run_scaling(plan: ScalingPlan, out: Path | None = None, *,
+                executor: cf.Executor | None = None, workers: int = 0,
+                progress: Callable[[Iterable, int], Iterable] | None = None) -> list[dict]:
+    """Solve every point of the plan (resuming from ``out``/points when given).
+
+    The points form a warm-started continuation in alpha, so they are split into
+    contiguous chains, one per worker (``workers`` local processes, or at least
+    two on an ``executor``, as in :func:`~amp_attention.runner.run_tasks`; in
+    this process by default: one chain over every point).  A chain starts from
+    the informative start; its fixed points agree with the single chain's to the
+    solver tolerance wherever the fixed point is unique.  ``progress(iterable,
+    total)`` wraps the finished points (one chain) or chains.
+    """
+    n = len(plan.alphas)
+    where = None if out is None else str(out)
+    if executor is None and workers <= 1:
+        rows = _chain(plan, where, list(range(n)))
+        return list(progress(rows, n) if progress else rows)
+    chains = max(1, min(n, max(workers, 2)))
+    bounds = np.linspace(0, n, chains + 1).round().astype(int)
+    parts = [list(range(bounds[k], bounds[k + 1])) for k in range(chains)
+             if bounds[k + 1] > bounds[k]]
+    done = run_tasks(solve_chain, [(plan, where, p) for p in parts],
+                     executor=executor, workers=workers, progress=progress)
+    return [row for rows in done for row in rows]
 
 
 @dataclass(frozen=True)
@@ -40,8 +163,7 @@ class ScalingFits:
 
 
 def fit_scaling(rows: list[dict], gamma: float, e0: float | None) -> ScalingFits:
-    """The fits of :class:`ScalingFits` from the rows of
-    :func:`~amp_attention.solvers.scaling.run_scaling`."""
+    """The fits of :class:`ScalingFits` from the rows of :func:`run_scaling`."""
     ok = [r for r in rows if r["converged"]]
     e_test = E_under = k_star = None
     errors = []
@@ -83,7 +205,7 @@ def run_scaling_experiment(plan: ScalingPlan, out: Path | None, *, e0: float | N
                            progress: bool = True) -> ScalingRun:
     """Solve (or resume from ``out``) every point of ``plan`` and fit the exponents
     (``executor``/``workers``: contiguous warm-started chains in parallel, see
-    :func:`~amp_attention.solvers.scaling.run_scaling`)."""
+    :func:`run_scaling`)."""
     rows = run_scaling(plan, out, executor=executor, workers=workers,
                        progress=lambda it, n: progress_bar(
                            it, total=n, desc="alpha", show=progress))

@@ -22,14 +22,14 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import atomic_write_json, ensure_directory
-from amp_attention.operators import check_token_dtype
-from amp_attention.runner import Checkpoints, run_checkpointed
-from amp_attention.spec import Problem
+from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
+from amp_attention.solvers.state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
 
-from .predicted_spectrum import PredictedSpectrum
-from .state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
+from ..adam import AdamOptions, train_layer
+from ..files import atomic_write_json, ensure_directory
+from ..operators import check_token_dtype
+from ..runner import Checkpoints, run_checkpointed
+from ..spec import Problem
 from .validate import finished
 
 

@@ -24,16 +24,15 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.adam import AdamOptions, train_layer
-from amp_attention.files import (atomic_save_figure, atomic_write_csv, atomic_write_json,
-                                 ensure_directory)
-from amp_attention.checks import Integer
-from amp_attention.operators import check_token_dtype
-from amp_attention.runner import Checkpoints, run_checkpointed
-from amp_attention.spec import Problem
+from amp_attention.solvers.extrapolation import fit_inverse_d
+from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
-from .extrapolation import fit_inverse_d
-from .state_evolution import MonteCarloOptions, solve_state_evolution
+from ..adam import AdamOptions, train_layer
+from ..checks import Integer
+from ..files import atomic_save_figure, atomic_write_csv, atomic_write_json, ensure_directory
+from ..operators import check_token_dtype
+from ..runner import Checkpoints, run_checkpointed
+from ..spec import Problem
 
 QUANTITIES = ("test_error", "train_error", "matrix_mse")
 SEED_SCALINGS = ("constant", "equal-precision")
@@ -190,7 +189,7 @@ def bayes_curve(plan: ValidationPlan, grid) -> list[dict]:
     when its channel side is in closed form, else (nested Monte Carlo, ~20 s a point) at
     the plan's alphas only; [] when the channel has no Bayes-optimal SE (the reason is
     not an error of the validation)."""
-    from .bayes_optimal import BayesStateEvolution, solve_bayes_optimal
+    from amp_attention.solvers.bayes_optimal import BayesStateEvolution, solve_bayes_optimal
 
     try:
         se = BayesStateEvolution(_at(plan.problem, float(grid[0])))

@@ -37,14 +37,13 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.spec import Problem
+from amp_attention.solvers.state_evolution import (MonteCarloOptions, same_fixed_point,
+                                                   solve_state_evolution, unique_fixed_point)
 
-from amp_attention.files import (atomic_write_json, atomic_write_npz, ensure_directory,
-                                 read_checkpoint)
-from amp_attention.jsonsafe import json_safe
-from amp_attention.runner import Checkpoints, run_checkpointed, run_tasks
-from .state_evolution import (MonteCarloOptions, same_fixed_point, solve_state_evolution,
-                              unique_fixed_point)
+from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
+from ..jsonsafe import json_safe
+from ..runner import Checkpoints, run_checkpointed, run_tasks
+from ..spec import Problem
 
 #: fields stored per point and in the npz (SE result names)
 FIELDS = ("test_error", "train_error", "matrix_mse", "rank_fraction", "trace_per_d", "loss",
@@ -354,7 +353,7 @@ def bayes_point_file(out: Path, i: int) -> Path:
 def bayes_task(plan: PhaseDiagramPlan, i: int, mc) -> dict:
     """The record of the Bayes-optimal SE at alpha_i (a task of
     :func:`~amp_attention.runner.run_checkpointed`)."""
-    from .bayes_optimal import solve_bayes_optimal
+    from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
 
     r = solve_bayes_optimal(plan.at(i, 0), tol=min(plan.tol, 1e-10), mc=mc)
     return {"alpha": plan.alphas[i], "test_error": r.test_error, "matrix_mse": r.matrix_mse,
