@@ -34,7 +34,6 @@ from typing import ClassVar
 
 import numpy as np
 
-from .channels import channel_for
 from .checks import Integer, OneOf, Real, check_args
 from .data import generate_dataset
 from .erm import N_TEST_MIN, ChannelEvaluator, objective_W, penalty_of, population_error
@@ -284,7 +283,6 @@ def train_layer(
     options: AdamOptions | None = None,
     init: str = "random",
     init_scale: float = 0.3,
-    channel=None,
     target_spectrum: str = "sampled",
     n_test: int | None = None,
     dtype: str = "float64",
@@ -307,7 +305,7 @@ def train_layer(
     check_problem(problem)
     check_args({"init": OneOf(INITS), "init_scale": Real(0.0, math.inf, lo_open=True, hi_open=True)},
                init=init, init_scale=init_scale)
-    ch = channel_for(problem.task) if channel is None else channel
+    ch = problem.task.channel_object
     _check_task(task, ch)
     check_token_dtype(dtype)
     data = generate_dataset(problem, d, seed, target_spectrum, channel=ch)

@@ -41,7 +41,7 @@ from amp_attention.spec import Problem
 from amp_attention.targets import target_measure
 
 from .bayes_channel_integrals import BayesMonteCarloOptions, MonteCarloBayesChannel
-from .se_driver import SOLVER_OPTIONS, choose_and_compare, start_names
+from .se_driver import SOLVER_OPTIONS, choose_and_compare, reported_start_fields, start_names
 from .state_evolution import SEResult
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
@@ -97,11 +97,11 @@ class ScalarSolve:
 class BayesStateEvolution:
     """The scalar BO SE map of one problem (module docstring); the learner is not used."""
 
-    def __init__(self, problem: Problem, channel=None, mc: BayesMonteCarloOptions | None = None,
+    def __init__(self, problem: Problem, mc: BayesMonteCarloOptions | None = None,
                  *, mc_channel: MonteCarloBayesChannel | None = None):
         self.problem = problem
-        channel = channel_for(problem.task) if channel is None else channel
-        self.channel = channel
+        #: the task's channel object (a user channel is given to the Task as an instance)
+        self.channel = channel = channel_for(problem.task)
         self.target = target_measure(problem.target)
         self.denoiser = BayesOptimal(self.target)
         self.Q0 = self.target.moment(2)
@@ -133,7 +133,7 @@ class BayesStateEvolution:
         """The same map on the coarse prefix of the Monte-Carlo points (None: closed form)."""
         if self.mc is None or self.options.coarse_log2_n >= self.mc.log2_n:
             return None
-        return BayesStateEvolution(self.problem, self.channel, self.options,
+        return BayesStateEvolution(self.problem, self.options,
                                    mc_channel=self.mc.prefix(self.options.coarse_log2_n))
 
     def q_hat(self, e: float) -> float:
@@ -262,14 +262,14 @@ class BayesStateEvolution:
         return 0.25 * (lb - la) * total
 
 
-def bayes_se_iterates(problem: Problem, n_iter: int, e0: float | None = None, *, channel=None,
+def bayes_se_iterates(problem: Problem, n_iter: int, e0: float | None = None, *,
                       mc: BayesMonteCarloOptions | None = None) -> np.ndarray:
     """The undamped Bayes-optimal SE trajectory e_0 = e0 (default Q0 - m1^2, the prior
     mean), e_(t+1) = mmse(qhat(e_t)), shape (n_iter + 1,): what the matrix MSE of
     BO-AMP's iterates follows (:func:`amp_attention.gamp.bayes_gamp_on_problem`)."""
     if int(n_iter) != n_iter or n_iter < 0:
         raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
-    se = BayesStateEvolution(problem, channel, mc)
+    se = BayesStateEvolution(problem, mc)
     es = [se.e_max if e0 is None else float(e0)]
     for _ in range(int(n_iter)):
         es.append(se.evaluate(es[-1])[1].mmse)
@@ -327,7 +327,7 @@ class BayesSEResult(SEResult):
 
 
 def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int = 200,
-                        start: str = "both", channel=None,
+                        start: str = "both",
                         mc: BayesMonteCarloOptions | None = None) -> BayesSEResult:
     """The Bayes-optimal fixed point of ``problem`` as a :class:`BayesSEResult`
     (docs/theory.md "Bayes-optimal baseline"; the learner is not used).
@@ -352,7 +352,7 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     InstanceOf((Problem,), "a Problem").check("problem", problem)
     check_args(SOLVER_OPTIONS, start=start, tol=tol, max_iter=max_iter)
     t0 = time.perf_counter()
-    se = BayesStateEvolution(problem, channel, mc)
+    se = BayesStateEvolution(problem, mc)
     if se.mc is not None:
         tol = max(tol, MC_TOL)
     coarse = se.coarse()
@@ -402,17 +402,14 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
     return BayesSEResult(
         m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
         test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
-        iterations=run.iterations, residual=run.residual, start=best,
-        start_policy=("both starts: the Bayes-optimal SE can have several fixed points"
-                      if len(names) == 2 else f"{start} start"), metastable=metastable,
-        alternative=alternative, quadrature_error=run.den.quadrature_error,
-        mc_stderr=stderr, mc_error_method=how, iterations_coarse=n_coarse,
-        seconds=time.perf_counter() - t0,
-        method="monotone iteration with same-side secant steps, Illinois on a bracket"
-               + ("; channel by nested RQMC, two levels" if se.mc is not None else ""),
-        estimator="bayes", plugin_test_error=plugin,
-        perfect_recovery=bool(e <= PR_RESOLUTION * se.Q0),
-        success=run.converged, status=run.status, message=run.message)
+        quadrature_error=run.den.quadrature_error, mc_stderr=stderr, mc_error_method=how,
+        **reported_start_fields(
+            run, start=best, t0=t0, alternative=alternative, metastable=metastable,
+            policy=("both starts: the Bayes-optimal SE can have several fixed points"
+                    if len(names) == 2 else f"{start} start"), iterations_coarse=n_coarse,
+            method="monotone iteration with same-side secant steps, Illinois on a bracket"
+                   + ("; channel by nested RQMC, two levels" if se.mc is not None else "")),
+        plugin_test_error=plugin, perfect_recovery=bool(e <= PR_RESOLUTION * se.Q0))
 
 
 def _propagated_stderr(se: BayesStateEvolution, run: ScalarSolve, test: float, plugin: float,

@@ -5,13 +5,16 @@ metastability report (docs/theory.md "Fixed point").
 An estimator's SE differs only in its channel and prior maps and in the rule that picks
 the reported start (ERM: the lower training loss; Bayes-optimal: the larger free
 entropy); :func:`choose_and_compare` takes that rule and the comparison of two fixed
-points and returns the reported start, the other start's summary and whether the two
-converged to different points.
+points and returns the other start's summary and whether the two converged to
+different points, and :func:`reported_start_fields` assembles the result fields that
+say how the fixed point was found.  The overlaps and errors are each estimator's; its
+own fields live in its result class (``SEResult``, ``BayesSEResult``).
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, Container, Mapping, TypeVar
 
 from amp_attention.checks import Flag, Integer, OneOf, Real
@@ -32,6 +35,22 @@ SOLVER_OPTIONS = {
 }
 
 R = TypeVar("R")
+
+
+def reported_start_fields(run, *, start: str, policy: str, alternative: dict[str, Any] | None,
+                          metastable: bool, t0: float, method: str,
+                          iterations_coarse: int = 0) -> dict[str, Any]:
+    """The fields of an SE result that say how its fixed point was found, the same for
+    every estimator: the reported start's outcome (``run``: success or converged, status,
+    message, iterations, residual), the start policy, the other start and metastability,
+    the coarse-level iterations, the wall time since ``t0`` (``time.perf_counter``) and
+    the method."""
+    return {"success": bool(getattr(run, "success", getattr(run, "converged", False))),
+            "status": run.status, "message": run.message, "iterations": run.iterations,
+            "residual": run.residual, "start": start, "start_policy": policy,
+            "alternative": alternative, "metastable": metastable,
+            "iterations_coarse": iterations_coarse,
+            "seconds": time.perf_counter() - t0, "method": method}
 
 
 def start_names(start: str, order: tuple[str, str]) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from amp_attention.targets import DiscreteMeasure, target_measure
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
 from .predicted_spectrum import PredictedSpectrum
-from .se_driver import SOLVER_OPTIONS, choose_and_compare, start_names
+from .se_driver import SOLVER_OPTIONS, choose_and_compare, reported_start_fields, start_names
 
 RESULT_FIELDS = (
     "m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error", "matrix_mse",
@@ -181,15 +181,17 @@ class StateEvolution:
     the others are integrated by RQMC with common random numbers.
     """
 
-    def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None, channel=None,
-                 finite_d: FiniteSizeOptions | None = None):
+    def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None,
+                 finite_d: FiniteSizeOptions | None = None, *, integrals=None):
         self.problem = problem
         self.finite_d = finite_d
-        # ``channel`` overrides the task's channel (e.g. a user-defined one).
-        channel = channel_for(problem.task) if channel is None else channel
-        #: the channel object itself (``channel`` below may wrap it in RQMC integrals)
-        self.model_channel = channel
-        if optional_member(channel, "se") is None:
+        #: the task's channel object (a user channel is given to the Task as an instance)
+        self.model_channel = channel = channel_for(problem.task)
+        if integrals is not None:
+            # the channel side given as its SE integrals: the coarse RQMC prefix of a finer
+            # map, or a channel-side map that is no data channel (a linearisation)
+            channel, mc = integrals, None
+        elif optional_member(channel, "se") is None:
             from .channel_integrals import MonteCarloChannel
 
             mc = mc or MonteCarloOptions()
@@ -221,9 +223,8 @@ class StateEvolution:
         if self.mc is None or self.mc.coarse_log2_n >= self.channel.log2_n:
             return None
         if self._coarse is None:
-            self._coarse = StateEvolution(self.problem,
-                                          channel=self.channel.prefix(self.mc.coarse_log2_n),
-                                          finite_d=self.finite_d)
+            self._coarse = StateEvolution(self.problem, finite_d=self.finite_d,
+                                          integrals=self.channel.prefix(self.mc.coarse_log2_n))
         return self._coarse
 
     def hats(self, x: np.ndarray):
@@ -256,7 +257,7 @@ class StateEvolution:
         convex when the channel's loss is convex in its argument (``convex``) and the
         learner has no binding rank cap (kappa >= 1, or the element-wise learner); the
         minimiser's overlaps are then unique, and so is the SE fixed point."""
-        return unique_fixed_point(self.problem, self.model_channel)
+        return unique_fixed_point(self.problem)
 
     def starts(self) -> dict[str, np.ndarray]:
         Q0 = self.Q0
@@ -284,7 +285,6 @@ def se_iterates(
     n_iter: int,
     *,
     mc: MonteCarloOptions | None = None,
-    channel=None,
 ) -> np.ndarray:
     """The undamped SE trajectory x_0 = x0 = (m, q, V), x_(t+1) = F(x_t), shape (n_iter + 1, 3).
 
@@ -294,7 +294,7 @@ def se_iterates(
     """
     if int(n_iter) != n_iter or n_iter < 0:
         raise ValueError(f"n_iter must be an integer >= 0, got {n_iter!r}")
-    se = StateEvolution(problem, mc, channel)
+    se = StateEvolution(problem, mc)
     xs = [np.asarray(x0, dtype=float)]
     if xs[0].shape != (3,):
         raise ValueError(f"x0 must be (m, q, V), got shape {xs[0].shape}")
@@ -391,11 +391,10 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.summary})"
 
 
-def unique_fixed_point(problem: Problem, channel=None) -> str:
-    """:meth:`StateEvolution.unique_fixed_point` without building the map (``channel``:
-    the channel object, default the task's): why ``problem`` has a single SE fixed point,
-    '' when it may have several."""
-    channel = channel_for(problem.task) if channel is None else channel
+def unique_fixed_point(problem: Problem) -> str:
+    """:meth:`StateEvolution.unique_fixed_point` without building the map: why ``problem``
+    has a single SE fixed point, '' when it may have several."""
+    channel = channel_for(problem.task)
     learner = problem.learner
     if not optional_member(channel, "convex"):
         return ""
@@ -540,7 +539,7 @@ def solve_state_evolution(
     start: str = "auto",
     spectrum: bool = False,
     mc: MonteCarloOptions | None = None,
-    channel=None,
+    integrals=None,
     x0=None,
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
@@ -560,8 +559,11 @@ def solve_state_evolution(
     RQMC integration of
     non-linear channels; their Monte-Carlo standard errors are reported in
     ``mc_stderr`` (per field) and failed proximal solves in ``mc_failed_prox``.
-    ``channel`` replaces the task's channel object (same L; e.g. a
-    :class:`~amp_attention.channels.custom.CustomChannel`).  ``x0 = (m, q, V)``
+    A user channel (e.g. a :class:`~amp_attention.channels.custom.CustomChannel`) is
+    given to the task as an instance, ``Task(channel=ch)``; ``integrals`` replaces only
+    the channel side of the map by an object with ``se(m, q, V, Q0, alpha)`` (e.g.
+    :class:`~amp_attention.channels.linear_outputs.LinearOutputChannel`, the small-beta
+    linearisation of softmax, which is no channel of data).  ``x0 = (m, q, V)``
     (e.g. the fixed point of a neighbouring problem, for continuation) replaces
     ``start``: one solve from x0, reported with ``start="warm"``.
 
@@ -591,7 +593,7 @@ def solve_state_evolution(
         raise ValueError("spectrum: the predicted spectra come from the deterministic "
                          "equivalent; solve without finite_d for them")
     t0 = time.perf_counter()
-    se = StateEvolution(problem, mc, channel, finite_d)
+    se = StateEvolution(problem, mc, finite_d, integrals=integrals)
     starts = se.starts()
     if x0 is not None:
         x0 = np.asarray(x0, dtype=float)
@@ -630,14 +632,12 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
-    return SEResult(**fields, success=rep.success, status=rep.status, message=rep.message,
-                    iterations=rep.iterations,
+    return SEResult(**fields,
+                    **reported_start_fields(rep, start=best_name, policy=policy,
+                                            alternative=alternative, metastable=metastable,
+                                            t0=t0, method=used, iterations_coarse=n_coarse),
                     **_diagnostics(se, problem, rep, grad, fields, finite_d, finite_size_check),
-                    finite_d=None if finite_d is None else asdict(finite_d),
-                    residual=rep.residual, start=best_name, start_policy=policy,
-                    metastable=metastable, alternative=alternative,
-                    iterations_coarse=n_coarse, seconds=time.perf_counter() - t0, method=used,
-                    spectrum=spec)
+                    finite_d=None if finite_d is None else asdict(finite_d), spectrum=spec)
 
 
 def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique: str,

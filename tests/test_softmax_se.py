@@ -24,7 +24,7 @@ def _pair(beta, L=2):
                 Learner(1.0, LAM0 * beta**2), alpha=0.5)
     soft = solve_state_evolution(p, start="informative", mc=MonteCarloOptions(11, 4, 0), tol=1e-9)
     lin = solve_state_evolution(p, start="informative",
-                                channel=LinearOutputChannel.softmax_small_beta(L, beta, D0 * beta**2))
+                                integrals=LinearOutputChannel.softmax_small_beta(L, beta, D0 * beta**2))
     assert soft.converged and lin.converged
     return soft, lin
 
