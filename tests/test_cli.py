@@ -653,7 +653,7 @@ def test_quickstart_figure_is_ready_for_a_paper(monkeypatch, tmp_path: Path) -> 
     import matplotlib.pyplot as plt
 
     from amp_attention import plotting
-    from amp_attention.cli.quickstart import QUICKSTART_NOTE
+    from amp_attention.experiments.quickstart import QUICKSTART_NOTE
     from amp_attention.experiments.quickstart import QuickstartConfig
 
     c = QuickstartConfig()

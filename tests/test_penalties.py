@@ -190,3 +190,17 @@ def test_symmetric_predicted_spectrum_matches_a_sampled_matrix():
     # the density curve integrates to the continuous mass 1 - atom
     x, rho = sp.eigenvalues, sp.density_S
     assert float(np.sum(0.5 * (rho[1:] + rho[:-1]) * np.diff(x))) == pytest.approx(1.0 - sp.atom_S, abs=2e-3)
+
+
+def test_symmetric_gamp_fixed_point_is_the_erm_minimiser():
+    """GAMP with the symmetric penalty's matrix map (damped) reaches the convex ERM
+    objective's stationary point: KKT residual of its Shat, and the same matrix as APG."""
+    from amp_attention.gamp import GAMPOptions, gamp_on_problem
+
+    p, data = _linear_symmetric(d=24)
+    run = gamp_on_problem(p, 24, 0, options=GAMPOptions(damping=0.5, max_iter=3000, tol=1e-10))
+    res = run.result
+    assert res.converged, res.status
+    assert kkt_residual(data.X, data.y, res.S, channel_for(p.task), 0.03, "symmetric") <= 1e-6
+    erm = direct_erm(p, 24, 0, data=data, tol=1e-11, max_iter=50000)
+    assert np.linalg.norm(res.S - erm.S) <= 1e-5 * np.linalg.norm(erm.S)

@@ -7,14 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..files import atomic_write_csv, atomic_write_text
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
-                     check_positive_finite, dumps, flag_error, fmt, learner_text, one_line,
+                     check_positive_finite, flag_error, fmt, learner_text, one_line,
                      prepare_path, target_text)
 from .execution import add_allow_large, add_execution_flags, check_execution, execution, grid_count
 from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 from .examples import epilog
-from .figures import add_figure_format_flag, figure_path
+from .figures import add_figure_format_flag, figure_format, figure_path
 
 COMPARE_DESCRIPTION = f"""\
 How far is ERM from optimal? Over an alpha range, three estimators on the same
@@ -61,28 +60,9 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     cp.set_defaults(func=run)
 
 
-def _thresholds(problem) -> dict[str, float | None]:
-    """Perfect-recovery thresholds of ERM (lam -> 0+) and BO for noiseless labels."""
-    if problem.task.noise > 0:
-        return {}
-    from amp_attention.solvers.bayes_optimal import bayes_perfect_recovery_threshold
-    from amp_attention.solvers.thresholds import perfect_recovery_threshold
-
-    out: dict[str, float | None] = {}
-    for name, fn in (("alpha_PR_erm", perfect_recovery_threshold),
-                     ("alpha_PR_bayes", bayes_perfect_recovery_threshold)):
-        try:
-            r = fn(problem)
-            out[name] = r.alpha if r.success else None
-        except ValueError:
-            out[name] = None
-    return out
-
-
 def run(args: argparse.Namespace) -> int:
     """``amp-attention compare``: the three estimators over alpha, saved and plotted."""
-    from .. import plotting
-    from ..experiments.compare import ComparePlan, run_compare
+    from ..experiments.compare import ComparePlan, run_compare_experiment
     from ..experiments.phase_diagram import grid
     from .se import bayes_mc_options
 
@@ -103,37 +83,22 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise flag_error(exc, {"alpha": "--alpha-range", "lam_range": "--lam-search"}) from None
     out = prepare_path(Path(args.out) / "compare.json").parent
-    with execution(args) as (executor, workers):
-        rows = run_compare(plan, out, workers=workers, executor=executor, progress=True)
-    thresholds = _thresholds(problem)
-    _print_table(rows, problem.learner.lam, thresholds)
-    params = plan.to_dict()
-    params["thresholds"] = thresholds
-    header = list(rows[0].keys())
-    # a write that fails is cli.main's one line "cannot write <file>: <reason>"
-    atomic_write_csv(out / "compare.csv", header,
-                     [[fmt("; ".join(r[k]) if k == "warnings" else r[k]) for k in header]
-                      for r in rows],
-                     preamble="# " + dumps({"params": params}) + "\n")
-    atomic_write_text(out / "compare.json", dumps({"params": params, "rows": rows},
-                                                  indent=1) + "\n")
     p = problem.to_dict()
-    labels = {"alpha_PR_erm": r"$\alpha_{\rm PR}$ of ERM ($\lambda \to 0^+$)",
-              "alpha_PR_bayes": r"$\alpha_{\rm PR}$ Bayes-optimal"}
-    figure = figure_path(out / "compare.png", args)
-    plotting.plot_compare(rows, figure, lam=problem.learner.lam,
-                          thresholds={labels[k]: v for k, v in thresholds.items()},
-                          title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
-                                f"{target_text(p['target'])}, Delta={p['noise']:g}")
-    print(f"wrote {out / 'compare.csv'}, {out / 'compare.json'} and {figure}",
-          file=sys.stderr)
+    with execution(args) as (executor, workers):
+        # a write that fails is cli.main's one line "cannot write <file>: <reason>"
+        result = run_compare_experiment(
+            plan, out, figure_format=figure_format(args), cell=fmt,
+            title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
+                  f"{target_text(p['target'])}, Delta={p['noise']:g}",
+            workers=workers, executor=executor, progress=True)
+    rows = result.rows
+    _print_table(rows, problem.learner.lam, result.thresholds)
+    print(f"wrote {out / 'compare.csv'}, {out / 'compare.json'} and "
+          f"{figure_path(out / 'compare.png', args)}", file=sys.stderr)
     for r in rows:
         for w in r["warnings"]:
             print(f"{PROG}: warning at alpha = {r['alpha']:.4g}: {w}", file=sys.stderr)
-    # Bayes-optimal at perfect recovery is an answer (MMSE = 0) without a residual <= tol
-    bad = [r["alpha"] for r in rows
-           if not (r["erm_converged"] and r["erm_best_converged"]
-                   and (r["bayes_converged"] or r.get("bayes_perfect_recovery")))]
+    bad = result.not_converged
     if bad:
         print(f"{PROG}: not converged at alpha " + ", ".join(f"{a:.4g}" for a in bad),
               file=sys.stderr)

@@ -6,16 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..progress import progress_bar as _progress
 from .examples import epilog
-from .figures import add_figure_format_flag, figure_path
+from .figures import add_figure_format_flag, figure_format
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, flag_error,
                      learner_text, one_line, prepare_path, target_text)
 from .execution import (add_allow_large, add_execution_flags, check_execution, check_grid_size,
                         execution, grid_count)
 from .problem import add_mc_group, closed_form, mc_options, problem_from_args
-from ..jsonsafe import nonfinite_notes
-from .thresholds import KEYS as THRESHOLD_KEYS, threshold_row
 
 
 PHASE_DESCRIPTION = f"""\
@@ -92,8 +89,8 @@ def _check_grid_size(args: argparse.Namespace, problem) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``amp-attention phase-diagram``: resumable SE grid, npz + JSON + heatmaps."""
-    from .. import plotting
-    from ..experiments.phase_diagram import PhaseDiagramPlan, grid, run_phase_diagram
+    from ..experiments.phase_diagram import (OutputDirectoryError, PhaseDiagramPlan, grid,
+                                             run_phase_diagram_experiment)
 
     problem = problem_from_args(args)
     check_execution(args)
@@ -134,41 +131,17 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(f"argument --bayes: {one_line(str(exc))}") from None
     out = prepare_path(Path(args.out) / "phase_diagram.json").parent
-    thresholds = threshold_row(problem)
+    p = problem.to_dict()
     try:
         with execution(args) as (executor, workers):
-            meta = run_phase_diagram(plan, out, executor=executor, workers=workers,
-                                     progress=lambda it, n: _progress(it, total=n, desc="sweeps"),
-                                     # JSON: alpha_interp = inf (noiseless) is null + a note
-                                     thresholds=nonfinite_notes(thresholds, THRESHOLD_KEYS))
-    except ValueError as exc:
+            result = run_phase_diagram_experiment(
+                plan, out, bayes=args.bayes, bayes_mc=bayes_mc, figure_format=figure_format(args),
+                title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
+                      f"{target_text(p['target'])}, Delta={p['noise']:g}",
+                executor=executor, workers=workers)
+    except OutputDirectoryError as exc:
         raise CLIError(f"argument --out: {one_line(str(exc))}") from None
-    from ..experiments.phase_diagram import bayes_baseline, load_phase_diagram
-
-    fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
-    bayes_ok = True
-    if args.bayes:
-        baseline = bayes_baseline(plan, out, mc=bayes_mc,
-                                  progress=lambda it, n: _progress(it, total=n,
-                                                                   desc="Bayes-optimal"))
-        bayes = baseline["bayes"]
-        fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
-        # perfect recovery (MMSE = 0 below the resolution) is an answer, not a failure
-        bayes_ok = all(c or pr for c, pr in zip(bayes["converged"], bayes["perfect_recovery"]))
-    _, arrays = load_phase_diagram(out)
-    vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
-              "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
-    if args.bayes:
-        vlines["alpha_PR Bayes-optimal"] = thresholds.get("alpha_PR_bayes")
-    p = problem.to_dict()
-    plotting.plot_phase_diagram(alphas, lams, arrays, figure_path(out / "phase_diagram.png", args),
-                                vlines=vlines,
-                                fields=fields,
-                                log_fields=tuple(f for f in fields if f != "rank_fraction"),
-                                note=("grey in the ratio panels: the Bayes-optimal estimator "
-                                      "recovers S0 (ratio undefined)") if args.bayes else None,
-                                title=f"{p['channel']} L={p['L']}, {learner_text(p)}, "
-                                      f"{target_text(p['target'])}, Delta={p['noise']:g}")
+    meta, thresholds, bayes = result.meta, result.thresholds, result.bayes
     resumed = 2 * meta["n_points"] - meta["computed"]  # two sweeps (up, down) per grid point
     print(f"{meta['computed']} point(s) solved"
           + (f", {resumed} resumed from {out / 'points'}" if resumed > 0 else ""))
@@ -181,5 +154,4 @@ def run(args: argparse.Namespace) -> int:
               f"converged, {n_pr} at perfect recovery (ratios blank at both and where not "
               f"converged); alpha_PR = {thresholds.get('alpha_PR_bayes')}")
     print(f"wrote {out / 'phase_diagram.npz'}, .json and .{args.format}", file=sys.stderr)
-    ok = meta["n_converged"] == meta["n_points"] and bayes_ok
-    return EXIT_OK if ok else EXIT_NOT_CONVERGED
+    return EXIT_OK if result.converged else EXIT_NOT_CONVERGED

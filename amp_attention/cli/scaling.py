@@ -8,9 +8,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..files import atomic_write_csv, atomic_write_json
 from .examples import epilog
-from .figures import add_figure_format_flag, figure_path
+from .figures import add_figure_format_flag, figure_format
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, CLIError, HelpFormatter, flag_error,
                      one_line, prepare_path)
 from .execution import (add_allow_large, add_execution_flags, check_execution, check_grid_size,
@@ -84,8 +83,6 @@ def run(args: argparse.Namespace) -> int:
 
     from ..experiments.scaling import ScalingPlan, run_scaling_experiment
 
-    from .. import plotting
-
     args.kappa0 = args.spikes = None  # not flags of scaling: its target is a power law
     problem = problem_from_args(args)
     check_execution(args)
@@ -103,9 +100,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(f"argument --alpha-range: {one_line(str(exc))}") from None
     alphas = tuple(float(a) for a in np.geomspace(lo, hi, n_pts))
-    if args.e0 == "fit":
-        e0 = None
-    else:
+    if args.e0 != "fit":  # passed on as given: scaling.json records it so
         try:
             e0 = float(args.e0)
         except ValueError:
@@ -121,31 +116,10 @@ def run(args: argparse.Namespace) -> int:
                                 "tol": "--tol", "max_iter": "--max-iter"}) from None
     out = prepare_path(Path(args.out) / "scaling.json").parent
     with execution(args) as (executor, workers):
-        result = run_scaling_experiment(plan, out, e0=e0, executor=executor, workers=workers)
+        result = run_scaling_experiment(plan, out, e0=args.e0, figure_format=figure_format(args),
+                                        executor=executor, workers=workers)
     rows, ok = result.rows, result.converged
-    gamma = problem.target.gamma
     fits = result.fits.to_dict()
-    params = {**problem.to_dict(), "alphas": list(alphas), "lam_exponent": args.lam_exponent,
-              "e0": args.e0}
-    atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
-    cols = ["alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse", "k_star",
-            "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis",
-            "bayes_test_error", "bayes_matrix_mse"]
-    table = []
-    for r in rows:
-        dec = r.get("decomposition") or {}
-        table.append([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"],
-                      r["train_error"], r["matrix_mse"], r.get("k_star"),
-                      *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
-                      r.get("residual_kurtosis"), r.get("bayes_test_error"),
-                      r.get("bayes_matrix_mse")])
-    atomic_write_csv(out / "scaling.csv", cols, table)
-    plotting.plot_scaling(rows, fits, figure_path(out / "scaling.png", args),
-                          title=f"{problem.task.channel_name} L={problem.task.L}, gamma={gamma:g}, "
-                                f"d={problem.target.d}, lam={problem.learner.lam:g}"
-                                + (f" (alpha/{lo:g})^-{args.lam_exponent:g}" if args.lam_exponent
-                                   else "")
-                                + f", Delta={problem.task.noise:g}")
     fe, fk = fits["e_test"], fits["k_star"]
     print(f"{len(ok)}/{len(rows)} points converged; k* from {ok[0]['k_star'] if ok else '-'} "
           f"to {ok[-1]['k_star'] if ok else '-'}")

@@ -6,19 +6,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import nonfinite_notes
 from .examples import epilog
-from .figures import add_figure_format_flag, figure_path
+from .figures import add_figure_format_flag, figure_format, figure_path
 from .common import (EXIT_OK, MODEL, CLIError, HelpFormatter, dumps, fmt, one_line, prepare_path,
                      print_params, refuse_given)
 from .execution import add_allow_large, add_execution_flags, check_execution, execution
 from .problem import problem_from_args
-
-if TYPE_CHECKING:
-    from ..spec import Problem
 
 
 THRESHOLDS_DESCRIPTION = f"""\
@@ -58,35 +53,9 @@ def add_parser(sub, problem: argparse.ArgumentParser) -> None:
     t.set_defaults(func=run)
 
 
-#: the thresholds of a row: ERM's (lam -> 0+) and the Bayes-optimal perfect recovery
-KEYS = ("alpha_interp", "alpha_PR", "alpha_PR_bayes")
-
-
-def threshold_row(problem: Problem) -> dict:
-    """alpha_interp / alpha_PR (None when unavailable or not converged) and their details."""
-    from ..experiments.thresholds import thresholds_of
-
-    return _row(thresholds_of(problem))
-
-
-def _row(point) -> dict:
-    row: dict[str, Any] = {}
-    for key, res, why in (("alpha_interp", point.interpolation, point.interpolation_message),
-                          ("alpha_PR", point.perfect_recovery, point.perfect_recovery_message),
-                          ("alpha_PR_bayes", point.bayes_perfect_recovery,
-                           point.bayes_perfect_recovery_message)):
-        if res is None:
-            row[key] = None
-            row[key + "_detail"] = {"success": False, "status": "unavailable", "message": why}
-        else:
-            row[key] = res.alpha if res.success else None
-            row[key + "_detail"] = res.to_dict()
-    return row
-
-
 def run(args: argparse.Namespace) -> int:
     """``amp-attention thresholds``: alpha_interp and alpha_PR, optionally along a grid."""
-    from ..experiments.thresholds import threshold_grid
+    from ..experiments.thresholds import KEYS, run_threshold_table, threshold_params, threshold_row
 
     grids = [(name, vals) for name, vals in (("kappa", args.kappa_grid), ("kappa0", args.kappa0_grid),
                                              ("noise", args.noise_grid)) if vals]
@@ -109,15 +78,14 @@ def run(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     check_execution(args)
     out_dir = prepare_path(Path(args.out) / "thresholds.csv").parent if args.out else None
-    # alpha and lam are not inputs here: alpha is the output, lam -> 0+
-    params = {k: v for k, v in problem.to_dict().items() if k not in ("alpha", "lam")}
     if not grids:
+        params = threshold_params(problem)
         row = threshold_row(problem)
         if args.json:
             print(dumps({"params": params, **nonfinite_notes(row, KEYS)}))
             return EXIT_OK
         print_params(params)
-        for key in ("alpha_interp", "alpha_PR", "alpha_PR_bayes"):
+        for key in KEYS:
             det = row[key + "_detail"]
             val = "-" if row[key] is None else fmt(row[key])
             print(f"  {key:<15} {val:<20} {det.get('method', det.get('message', ''))}")
@@ -127,30 +95,20 @@ def run(args: argparse.Namespace) -> int:
     name, vals = grids[0]
     try:
         with execution(args) as (executor, workers):
-            grid = threshold_grid(problem, name, vals, executor=executor, workers=workers)
+            table = run_threshold_table(problem, name, vals, out_dir,
+                                        figure_format=figure_format(args), executor=executor,
+                                        workers=workers)
     except ValueError as exc:
         raise CLIError(f"argument --{name}-grid: {one_line(str(exc))}") from None
-    rows = [{name: v, **_row(point)} for v, point in grid]
     if args.json:
-        print(dumps({"params": params, "grid": name,
-                     "rows": [nonfinite_notes(r, KEYS) for r in rows]}))
+        print(dumps(table.to_dict()))
     else:
-        print_params(params)
+        print_params(table.params)
         print(f"  {name:>8} {'alpha_interp':>14} {'alpha_PR':>14} {'alpha_PR_bayes':>14}")
-        for r in rows:
+        for r in table.rows:
             cells = " ".join(f"{'-' if r[k] is None else f'{r[k]:.6g}':>14}" for k in KEYS)
             print(f"  {r[name]:>8g} {cells}")
     if out_dir is not None:
-        atomic_write_csv(out_dir / "thresholds.csv", [name, *KEYS],
-                         ([r[name], *("" if r[k] is None else r[k] for k in KEYS)]
-                          for r in rows))
-        atomic_write_text(out_dir / "thresholds.json",
-                          dumps({"params": params, "grid": name,
-                                 "rows": [nonfinite_notes(r, KEYS) for r in rows]}))
-        from .. import plotting
-
-        figure = figure_path(out_dir / "thresholds.png", args)
-        plotting.plot_threshold_curves(name, rows, figure,
-                                       title=f"{params['channel']} L={params['L']}")
-        print(f"wrote {out_dir / 'thresholds.csv'}, .json and {figure.suffix}", file=sys.stderr)
+        print(f"wrote {out_dir / 'thresholds.csv'}, .json and "
+              f"{figure_path(out_dir / 'thresholds.png', args).suffix}", file=sys.stderr)
     return EXIT_OK

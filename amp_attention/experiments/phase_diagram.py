@@ -22,7 +22,9 @@ Sweeps run through any :class:`concurrent.futures.Executor`: local processes
 by default, or a Dask cluster's ``client.get_executor()``; the progress bar
 counts finished sweeps.  The assembled diagram is one ``.npz`` (arrays, grid
 index order ``[i_alpha, j_lam]``) and a ``.json`` with the parameters, field
-descriptions, per-point status and the thresholds.
+descriptions, per-point status and the thresholds; :func:`run_phase_diagram_experiment`
+adds the thresholds, the Bayes-optimal baseline and the figure (``amp-attention
+phase-diagram``).
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ from amp_attention.solvers.state_evolution import (MonteCarloOptions, same_fixed
                                                    solve_state_evolution, unique_fixed_point)
 
 from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
-from ..jsonsafe import json_safe
+from ..jsonsafe import json_safe, nonfinite_notes
+from ..progress import progress_bar
 from ..runner import Checkpoints, run_checkpointed, run_tasks
 from ..spec import Problem
+from .thresholds import KEYS as THRESHOLD_KEYS, threshold_row
 
 #: fields stored per point and in the npz (SE result names)
 FIELDS = ("test_error", "train_error", "matrix_mse", "rank_fraction", "trace_per_d", "loss",
@@ -202,6 +206,11 @@ def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: floa
     return solve_state_evolution(problem, x0=x1, **kw)
 
 
+class OutputDirectoryError(ValueError):
+    """The output directory cannot hold the diagram: a file stands where a directory
+    must, or it holds a diagram of other parameters (:func:`run_phase_diagram`)."""
+
+
 def run_phase_diagram(
     plan: PhaseDiagramPlan,
     out: Path,
@@ -218,17 +227,21 @@ def run_phase_diagram(
     = 0``: in this process, no pool).  ``progress(iterable, total)`` wraps the
     stream of finished sweeps (a progress bar).  ``thresholds`` (JSON-ready) is
     stored in the metadata.  Returns the metadata dict, with ``computed``: the
-    number of points this call solved.
+    number of points this call solved.  :class:`OutputDirectoryError` (a ValueError)
+    when ``out`` cannot hold the diagram.
     """
     out = Path(out)
-    ensure_directory(out / "points")
+    try:
+        ensure_directory(out / "points")
+    except ValueError as exc:  # a file where a directory must be
+        raise OutputDirectoryError(str(exc)) from None
     meta_path = out / "phase_diagram.json"
     plan_dict = plan.to_dict()
     old = read_checkpoint(meta_path, ("plan",))
     if old is not None:
         if not _same_plan(old.get("plan"), plan_dict):
-            raise ValueError(f"{out} holds a phase diagram of other parameters; use another "
-                             "output directory")
+            raise OutputDirectoryError(f"{out} holds a phase diagram of other parameters; use "
+                                       "another output directory")
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
     store = point_store(out)
     tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
@@ -396,3 +409,64 @@ def bayes_baseline(plan: PhaseDiagramPlan, out: Path, *, mc=None,
                      **{k: [r[k] for r in recs] for k in keys + ("mc_stderr",)}}
     atomic_write_json(out / "phase_diagram.json", meta)
     return meta
+
+
+@dataclass(frozen=True)
+class PhaseDiagramRun:
+    """What :func:`run_phase_diagram_experiment` wrote, for a summary."""
+
+    #: the metadata of :func:`run_phase_diagram` (``computed``: points solved by this call)
+    meta: dict
+    #: the thresholds of the problem (:func:`~amp_attention.experiments.thresholds.threshold_row`;
+    #: alpha_interp is inf for noiseless labels, null with a note in the JSON)
+    thresholds: dict
+    #: the Bayes-optimal block of the metadata (per alpha), None without the baseline
+    bayes: dict | None = None
+
+    @property
+    def converged(self) -> bool:
+        """Every grid point converged, and every Bayes-optimal solve (perfect recovery,
+        MMSE = 0 below the resolution, is an answer, not a failure)."""
+        bayes = self.bayes or {"converged": [], "perfect_recovery": []}
+        return self.meta["n_converged"] == self.meta["n_points"] and all(
+            c or pr for c, pr in zip(bayes["converged"], bayes["perfect_recovery"]))
+
+
+def run_phase_diagram_experiment(plan: PhaseDiagramPlan, out: Path, *, bayes: bool = False,
+                                 bayes_mc=None, figure_format: str = "png",
+                                 title: str | None = None, executor: cf.Executor | None = None,
+                                 workers: int = 2, progress: bool = True) -> PhaseDiagramRun:
+    """The diagram of ``plan`` in ``out`` (:func:`run_phase_diagram`, with the thresholds
+    of the problem in its metadata), with ``bayes`` its Bayes-optimal baseline
+    (:func:`bayes_baseline`, ``bayes_mc`` its Monte-Carlo options), and the figure
+    ``phase_diagram.<figure_format>`` (png, pdf or svg; heatmaps with the thresholds
+    drawn, and the ERM / Bayes-optimal ratios with ``bayes``) with ``title``.
+    ``progress``: bars of the finished sweeps and Bayes-optimal solves."""
+    from .. import plotting
+
+    out = Path(out)
+    thresholds = threshold_row(plan.problem)
+    meta = run_phase_diagram(plan, out, executor=executor, workers=workers,
+                             progress=lambda it, n: progress_bar(it, total=n, desc="sweeps",
+                                                                 show=progress),
+                             # JSON: alpha_interp = inf (noiseless) is null + a note
+                             thresholds=nonfinite_notes(thresholds, THRESHOLD_KEYS))
+    fields = ("test_error", "train_error", "rank_fraction", "matrix_mse")
+    vlines = {"alpha_interp (lam -> 0+)": thresholds["alpha_interp"],
+              "alpha_PR (Delta = 0, lam -> 0+)": thresholds["alpha_PR"]}
+    baseline = None
+    if bayes:
+        baseline = bayes_baseline(plan, out, mc=bayes_mc,
+                                  progress=lambda it, n: progress_bar(
+                                      it, total=n, desc="Bayes-optimal", show=progress))["bayes"]
+        fields += ("test_error_over_bayes", "matrix_mse_over_bayes")
+        vlines["alpha_PR Bayes-optimal"] = thresholds.get("alpha_PR_bayes")
+    _, arrays = load_phase_diagram(out)
+    plotting.plot_phase_diagram(plan.alphas, plan.lams, arrays,
+                                out / f"phase_diagram.{figure_format}", vlines=vlines,
+                                fields=fields,
+                                log_fields=tuple(f for f in fields if f != "rank_fraction"),
+                                note=("grey in the ratio panels: the Bayes-optimal estimator "
+                                      "recovers S0 (ratio undefined)") if bayes else None,
+                                title=title)
+    return PhaseDiagramRun(meta, thresholds, baseline)

@@ -5,24 +5,42 @@ lam = 0.1, label noise Delta = 0.5, alpha on 57 points from 0.1 to 1.5 (step 0.0
 a smooth curve); direct ERM at d = 48 with 2 seeds at alpha = 0.35, 0.75, 1.1, 1.5
 (``amp-attention quickstart``); beside them the Bayes-optimal estimator (the MMSE and the
 Bayes predictor's test error), the best any learner can do on the same data, and the
-interpolation threshold alpha_interp (lam -> 0+) of the problem.
+interpolation threshold alpha_interp (lam -> 0+) of the problem.  With an output
+directory, :func:`run_quickstart` writes quickstart.csv, quickstart.json and the figure.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
 from amp_attention.solvers.bayes_optimal import solve_bayes_optimal
-from amp_attention.solvers.state_evolution import SEResult, solve_state_evolution
+from amp_attention.solvers.state_evolution import RESULT_FIELDS, SEResult, solve_state_evolution
 from amp_attention.solvers.thresholds import interpolation_threshold
 
 from ..erm import ERMStatistics, erm_statistics
+from ..files import atomic_write_csv, atomic_write_text
+from ..jsonsafe import json_safe
 from ..progress import progress_bar
 from ..spec import Learner, Problem, Task, WishartTarget
+
+#: the quantities of the SE and ERM columns and panels
+QUANTITIES = ("train_error", "test_error", "matrix_mse")
+#: the Bayes-optimal estimator's quantities in the quickstart outputs (no training error)
+BAYES_QUANTITIES = ("test_error", "matrix_mse")
+#: the title of the figure (the problem of the default :class:`QuickstartConfig`)
+FIGURE_TITLE = "linear channel, L = 1, Wishart kappa0 = 0.5, kappa = 1, lam = 0.1, Delta = 0.5"
+#: the caption under the quickstart figure: why ERM sits above the SE at small alpha
+#: (measured by benchmarks/quickstart_finite_size.py; README "Quickstart")
+QUICKSTART_NOTE = ("ERM at d = 48 lies above the SE curve near the interpolation threshold: "
+                   "a finite-size effect of order 1/d (at alpha = 0.35 the e_test gap is 0.107, "
+                   "0.055, 0.023 at d = 32, 64, 128)")
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,26 @@ class QuickstartResult:
     alpha_interp: float = math.nan
 
     @property
+    def se_rows(self) -> list[dict]:
+        """One dict per alpha: ``alpha`` and the SE result's ``to_dict()``."""
+        return [{"alpha": a, **r.to_dict()} for a, r in zip(self.config.alphas, self.se)]
+
+    @property
+    def bayes_rows(self) -> list[dict]:
+        """One dict per alpha: ``alpha`` and the Bayes-optimal result's ``to_dict()``."""
+        return [{"alpha": a, **r.to_dict()} for a, r in zip(self.config.alphas, self.bayes)]
+
+    @property
+    def erm_rows(self) -> list[dict]:
+        """One dict per ERM alpha: d, n, seeds, ``mean`` and ``stderr`` of each quantity,
+        the per-seed results and whether every seed converged."""
+        c = self.config
+        return [{"alpha": a, "d": c.erm_d, "n": st.n, "seeds": list(c.erm_seeds),
+                 "mean": st.mean, "stderr": st.stderr,
+                 "per_seed": [r.to_dict() for r in st.results],
+                 "all_converged": st.all_converged} for a, st in self.erm]
+
+    @property
     def not_converged(self) -> tuple[list[float], list[float]]:
         """(alphas whose SE did not converge, alphas with an ERM seed that did not)."""
         return ([a for a, r in zip(self.config.alphas, self.se) if not r.success],
@@ -82,10 +120,14 @@ class QuickstartResult:
 
 
 def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool = True,
-                   progress: bool = True) -> QuickstartResult:
+                   progress: bool = True, out: Path | None = None, figure_format: str = "png",
+                   cell: Callable[[Any], str] = str) -> QuickstartResult:
     """Solve the SE along ``config.alphas`` and, unless ``erm`` is False, run direct ERM
     at ``config.erm_alphas``.  Non-convergence is reported in the results (ERM's
-    warnings are not repeated)."""
+    warnings are not repeated).  With ``out`` (an existing directory), also write there
+    ``quickstart.csv`` (one row per alpha, each cell written by ``cell``),
+    ``quickstart.json`` (parameters, SE, ERM and Bayes-optimal rows) and the figure
+    ``quickstart.<figure_format>`` (png, pdf or svg)."""
     alphas = config.alphas
     se = tuple(solve_state_evolution(config.problem(a), tol=config.tol, max_iter=config.max_iter)
                for a in progress_bar(alphas, desc="state evolution", unit="alpha",
@@ -112,4 +154,67 @@ def run_quickstart(config: QuickstartConfig = QuickstartConfig(), *, erm: bool =
                 finally:
                     bar.close()
             rows.append((a, st))
-    return QuickstartResult(config, se, tuple(rows), bayes, alpha_interp)
+    result = QuickstartResult(config, se, tuple(rows), bayes, alpha_interp)
+    if out is not None:
+        _write_quickstart(Path(out), result, erm, figure_format, cell)
+    return result
+
+
+def _write_quickstart(out: Path, res: QuickstartResult, erm: bool, figure_format: str,
+                      cell: Callable[[Any], str]) -> None:
+    from .. import plotting
+
+    c = res.config
+    alphas = list(c.alphas)
+    se_rows, erm_rows, bayes_rows = res.se_rows, res.erm_rows, res.bayes_rows
+    base = c.problem(alphas[0]).to_dict()
+    base["alpha"] = alphas
+    params = {
+        "problem": base,
+        "thresholds": {"alpha_interp": res.alpha_interp},
+        "solver": {"method": "anderson", "tol": c.tol, "max_iter": c.max_iter,
+                   "damping": 1.0, "start": "auto"},
+        "erm": None if not erm else {
+            "d": c.erm_d, "seeds": list(c.erm_seeds), "alphas": list(c.erm_alphas),
+            "tol": c.erm_tol, "max_iter": c.erm_max_iter},
+    }
+    _write_csv(out / "quickstart.csv", se_rows, erm_rows, bayes_rows, cell)
+    atomic_write_text(out / "quickstart.json",
+                      json.dumps(json_safe({"params": params, "se": se_rows, "erm": erm_rows,
+                                            "bayes": bayes_rows}), indent=1, allow_nan=False)
+                      + "\n")
+    erm_plot = None
+    if erm_rows:
+        erm_plot = {"alpha": [r["alpha"] for r in erm_rows],
+                    "mean": {f: [r["mean"][f] for r in erm_rows] for f in QUANTITIES},
+                    "stderr": {f: [r["stderr"][f] for r in erm_rows] for f in QUANTITIES},
+                    "label": f"direct ERM, d = {c.erm_d} ({len(c.erm_seeds)} seeds)"}
+    plotting.plot_se_curve(
+        alphas, {f: [r[f] for r in se_rows] for f in QUANTITIES},
+        out / f"quickstart.{figure_format}",
+        fields=("test_error", "train_error", "matrix_mse"), erm=erm_plot,
+        bayes={f: [r[f] for r in bayes_rows] for f in BAYES_QUANTITIES},
+        converged=[r["converged"] for r in se_rows],
+        vlines={rf"$\alpha_{{\rm interp}}$ = {res.alpha_interp:.3f} ($\lambda \to 0^+$)":
+                res.alpha_interp},
+        title=FIGURE_TITLE, note=QUICKSTART_NOTE if erm else None)
+
+
+def _write_csv(path: Path, se_rows: list[dict], erm_rows: list[dict], bayes_rows: list[dict],
+               cell: Callable[[Any], str]) -> None:
+    erm_by_alpha = {r["alpha"]: r for r in erm_rows}
+    erm_cols = [f"erm_{f}_{s}" for f in QUANTITIES for s in ("mean", "stderr")]
+    header = ["alpha", *RESULT_FIELDS, "status", *erm_cols, "erm_all_converged",
+              *(f"bayes_{f}" for f in BAYES_QUANTITIES)]
+    table = []
+    for row, bo in zip(se_rows, bayes_rows):
+        e = erm_by_alpha.get(row["alpha"])
+        cells = [cell(row["alpha"])] + [cell(row[f]) for f in RESULT_FIELDS]
+        cells.append(row["status"])
+        for f in QUANTITIES:
+            for s in ("mean", "stderr"):
+                cells.append(cell(e[s][f]) if e else "")
+        cells.append(cell(e["all_converged"]) if e else "")
+        cells.extend(cell(bo[f]) for f in BAYES_QUANTITIES)
+        table.append(cells)
+    atomic_write_csv(path, header, table)

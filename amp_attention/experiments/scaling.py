@@ -9,7 +9,8 @@ The SE is solved along an increasing grid of alpha = n/d^2 with warm starts
 
 i.e. lam ~ n^(-lam_exponent) at fixed d.  Every finished point is saved atomically
 under ``out/points`` and skipped on a rerun; the exponents are fitted on the curve
-(:func:`fit_scaling`).
+(:func:`fit_scaling`); :func:`run_scaling_experiment` writes the curve, the fits and
+the figure into ``out`` (scaling.json, scaling.csv, scaling.<format>).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from amp_attention.solvers.scaling import (ModeExponentFit, PowerLawFit, fit_pow
                                            recovery_alphas, solve_point)
 from amp_attention.solvers.state_evolution import MonteCarloOptions
 
+from ..files import atomic_write_csv, atomic_write_json
 from ..progress import progress_bar
 from ..runner import Checkpoints, run_tasks
 from ..spec import Problem
@@ -200,13 +202,55 @@ class ScalingRun:
         return [r for r in self.rows if r["converged"]]
 
 
-def run_scaling_experiment(plan: ScalingPlan, out: Path | None, *, e0: float | None = None,
+def run_scaling_experiment(plan: ScalingPlan, out: Path | None, *,
+                           e0: float | str | None = None, figure_format: str = "png",
                            executor: cf.Executor | None = None, workers: int = 0,
                            progress: bool = True) -> ScalingRun:
     """Solve (or resume from ``out``) every point of ``plan`` and fit the exponents
     (``executor``/``workers``: contiguous warm-started chains in parallel, see
-    :func:`run_scaling`)."""
+    :func:`run_scaling`).  ``e0``: the saturation value subtracted before the fit of
+    e_test, a number (or its text), or None or ``"fit"`` to fit it.  With ``out``, also
+    write there ``scaling.json`` (parameters, with ``e0`` as given, rows and fits),
+    ``scaling.csv`` (one row per point) and the figure ``scaling.<figure_format>`` (png,
+    pdf or svg)."""
     rows = run_scaling(plan, out, executor=executor, workers=workers,
                        progress=lambda it, n: progress_bar(
                            it, total=n, desc="alpha", show=progress))
-    return ScalingRun(rows, fit_scaling(rows, plan.problem.target.gamma, e0))
+    fit_e0 = None if e0 is None or e0 == "fit" else float(e0)
+    result = ScalingRun(rows, fit_scaling(rows, plan.problem.target.gamma, fit_e0))
+    if out is not None:
+        _write_scaling(Path(out), plan, result, "fit" if e0 is None else e0, figure_format)
+    return result
+
+
+#: the columns of scaling.csv (E_*: the terms of the decomposition of the matrix MSE)
+CSV_COLUMNS = ("alpha", "n", "lam", "converged", "test_error", "train_error", "matrix_mse",
+               "k_star", "E_over", "E_under", "E_approx", "E_mismatch", "residual_kurtosis",
+               "bayes_test_error", "bayes_matrix_mse")
+
+
+def _write_scaling(out: Path, plan: ScalingPlan, result: ScalingRun, e0: float | str,
+                   figure_format: str) -> None:
+    from .. import plotting
+
+    problem, rows = plan.problem, result.rows
+    fits = result.fits.to_dict()
+    params = {**problem.to_dict(), "alphas": list(plan.alphas),
+              "lam_exponent": plan.lam_exponent, "e0": e0}
+    atomic_write_json(out / "scaling.json", {"params": params, "rows": rows, "fits": fits})
+    table = []
+    for r in rows:
+        dec = r.get("decomposition") or {}
+        table.append([r["alpha"], r["n"], r["lam"], r["converged"], r["test_error"],
+                      r["train_error"], r["matrix_mse"], r.get("k_star"),
+                      *(dec.get(t) for t in ("over", "under", "approx", "mismatch")),
+                      r.get("residual_kurtosis"), r.get("bayes_test_error"),
+                      r.get("bayes_matrix_mse")])
+    atomic_write_csv(out / "scaling.csv", list(CSV_COLUMNS), table)
+    plotting.plot_scaling(rows, fits, out / f"scaling.{figure_format}",
+                          title=f"{problem.task.channel_name} L={problem.task.L}, "
+                                f"gamma={problem.target.gamma:g}, d={problem.target.d}, "
+                                f"lam={problem.learner.lam:g}"
+                                + (f" (alpha/{plan.alphas[0]:g})^-{plan.lam_exponent:g}"
+                                   if plan.lam_exponent else "")
+                                + f", Delta={problem.task.noise:g}")
