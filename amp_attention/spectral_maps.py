@@ -43,6 +43,12 @@ def soft_threshold_values(
     return np.where(top_rank_mask(nu, rank), f, 0.0)
 
 
+def two_sided_soft_threshold(nu: np.ndarray, threshold: float, scale: float = 1.0) -> np.ndarray:
+    """sign(nu) relu(|nu| - threshold) / scale: the spectral map of the symmetric nuclear
+    norm (scale = 1: the prox of ``threshold * ||S||_*``)."""
+    return np.sign(nu) * np.maximum(np.abs(nu) - threshold, 0.0) / scale
+
+
 def psd_soft_threshold(
     B: np.ndarray, threshold: float, scale: float = 1.0, rank: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

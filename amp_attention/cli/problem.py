@@ -70,7 +70,7 @@ def problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
                    help="regularisation lam in R = sum_mu 1/2||y_mu - yhat_mu||^2 + lam d Tr S "
                         "(weight decay (lam/sqrt kappa)||W||_F^2; lam = lt/2 in the "
                         "(1/d^2) sum (yhat-y)^2 + lt Tr S/d convention); elementwise learner: "
-                        "lam d ||S||_F^2/2 (default: 0.1)")
+                        "lam d ||S||_F^2/2; symmetric learner: lam d ||S||_* (default: 0.1)")
     g.add_argument("--noise", type=float, default=0.0, metavar="DELTA",
                    help="label-noise variance Delta, added to every output entry "
                         "(default: 0)")
@@ -204,20 +204,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
         raise CLIError(f"argument --target-file: applies only to --target custom "
                        f"(got --target {args.target})")
     if args.target == "custom":
-        for flag, value in (("--gamma", args.gamma), ("--p0", args.p0), ("--Q0", args.Q0),
-                            ("--target-d", args.target_d), ("--kappa0", args.kappa0)):
-            if value is not None:
-                raise CLIError(f"argument {flag}: applies only to a built-in target "
-                               f"(got --target custom)")
+        refuse_given(args, ("gamma", "p0", "Q0", "target_d", "kappa0"),
+                     "applies only to a built-in target (got --target custom)")
         if target_file is None:
             raise CLIError("argument --target-file: required with --target custom")
         target = read_target_file(target_file)
     elif args.target in ("wishart", "spiked"):
-        for flag, value in (("--gamma", args.gamma), ("--p0", args.p0), ("--Q0", args.Q0),
-                            ("--target-d", args.target_d)):
-            if value is not None:
-                raise CLIError(f"argument {flag}: applies only to --target powerlaw "
-                               f"(got --target {args.target})")
+        refuse_given(args, ("gamma", "p0", "Q0", "target_d"),
+                     f"applies only to --target powerlaw (got --target {args.target})")
         kappa0 = 0.5 if args.kappa0 is None else args.kappa0
         try:
             if args.target == "spiked":

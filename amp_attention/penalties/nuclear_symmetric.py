@@ -20,14 +20,9 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from .._subordination_kernels import FAMILY_SHIFTED
-from ..spectral_maps import symmetric_eigh
+from ..spectral_maps import symmetric_eigh, two_sided_soft_threshold
 from .base import (DenoiserFunctionals, check_hats, check_kappa, check_lam,
                    map_with_divergence, sym)
-
-
-def two_sided_soft_threshold(nu: np.ndarray, threshold: float, scale: float = 1.0) -> np.ndarray:
-    """sign(nu) relu(|nu| - threshold) / scale."""
-    return np.sign(nu) * np.maximum(np.abs(nu) - threshold, 0.0) / scale
 
 
 @dataclass(frozen=True)
@@ -143,8 +138,8 @@ class SymmetricNuclearNorm:
 
     def weights_penalty(self, P: np.ndarray) -> tuple[float, np.ndarray]:
         """lam d ||[U; V]||_F^2 / sqrt(p d) and its gradient."""
-        _, d = P.shape
-        c = math.sqrt(P.shape[0] // 2 * d)
+        _, _, c = self._halves(P)
+        d = P.shape[1]
         return self.lam * d * float(np.sum(P * P)) / c, (2.0 * self.lam * d / c) * P
 
     def singular_values(self, P: np.ndarray) -> None:
