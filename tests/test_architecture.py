@@ -13,6 +13,7 @@ the theory imports the runner, the atomic writers or read_checkpoint, or Adam; o
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,9 +27,14 @@ def _rel(p: Path) -> str:
     return str(p.relative_to(ROOT))
 
 
+@cache
+def _parsed() -> tuple[tuple[Path, ast.Module], ...]:
+    # parsed once for every rule (the trees are only read)
+    return tuple((p, ast.parse(p.read_text(), filename=str(p))) for p in SOURCES)
+
+
 def _trees():
-    for p in SOURCES:
-        yield p, ast.parse(p.read_text(), filename=str(p))
+    return iter(_parsed())
 
 
 def _mentions_parameterisation(node: ast.AST) -> bool:
