@@ -84,6 +84,8 @@ FD_STEP = _EPS ** (1.0 / 3.0)
 CONTINUATION = (1e2, 1e1)
 # Samples per parallel chunk: the scratch arrays are allocated once per chunk.
 _CHUNK = 32
+# Samples per parallel chunk of the output maps (cheap per sample: larger chunks)
+_CHUNK_OUT = 1024
 
 
 # ----------------------------------------------------------------- small helpers
@@ -521,6 +523,124 @@ def _start_builtin(y, omega, V, par, ka, kb, tau, work, u0):
         _start_softmax(y, omega, V, par, ka, kb, tau, work, u0)
 
 
+# ------------------------------------------------- outputs of the built-in channels
+@njit(cache=True)
+def _softmax_rows_chunk(lo, hi, H, beta, A):
+    for i in range(lo, hi):
+        _softmax_rows(beta, H[i], A[i])
+
+
+@njit(cache=True, parallel=True)
+def softmax_rows_batch(H, beta):
+    """softmax_rows(beta H) of every sample, H (n, L, L) -> (n, L, L)."""
+    n, L = H.shape[0], H.shape[1]
+    A = np.empty((n, L, L))
+    nchunk = (n + _CHUNK_OUT - 1) // _CHUNK_OUT
+    for c in prange(nchunk):
+        lo = c * _CHUNK_OUT
+        _softmax_rows_chunk(lo, min(n, lo + _CHUNK_OUT), H, beta, A)
+    return A
+
+
+@njit(cache=True)
+def _row_jacobian_chunk(lo, hi, U, beta, ka, kb, tau, A, D):
+    K = U.shape[1]
+    L = A.shape[1]
+    h = np.empty((L, L))
+    for i in range(lo, hi):
+        D[i] = 0.0
+        _h_from_u(U[i], ka, kb, tau, h)
+        Ai = A[i]
+        _softmax_rows(beta, h, Ai)
+        for k in range(K):
+            f = beta * tau[k]
+            row = ka[k]
+            col = kb[k]
+            for rep in range(2):
+                for b in range(L):
+                    D[i, k, row, b] -= f * Ai[row, b] * Ai[row, col]
+                D[i, k, row, col] += f * Ai[row, col]
+                if ka[k] == kb[k]:
+                    break
+                row = kb[k]
+                col = ka[k]
+
+
+@njit(cache=True, parallel=True)
+def row_softmax_jacobian_batch(U, beta, ka, kb, tau):
+    """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D = dA/du (n, K, L, L):
+    dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), u_k moving h_ij and h_ji (k = (i, j)) by tau_k."""
+    n, K = U.shape
+    L = _n_tokens(ka)
+    A = np.empty((n, L, L))
+    # np.empty, zeroed per chunk: np.zeros would be a parallel loop of its own, handed
+    # out one element at a time under the dynamic scheduling of amp_attention.threads
+    D = np.empty((n, K, L, L))
+    nchunk = (n + _CHUNK_OUT - 1) // _CHUNK_OUT
+    for c in prange(nchunk):
+        lo = c * _CHUNK_OUT
+        _row_jacobian_chunk(lo, min(n, lo + _CHUNK_OUT), U, beta, ka, kb, tau, A, D)
+    return A, D
+
+
+# ------------------------------------------------------ convexity certificate
+# 2 max_x x (1 - x)^2 = 8/27 (x = 1/3) and max x (1 - x) = 1/4: the constants of the
+# curvature bound of a softmax row (docs/theory.md section 16.4)
+_ROW_TERM1 = 8.0 / 27.0
+_ROW_TERM2 = 0.25
+# L = 2: max (1 - 2x)^2 x (1 - x) = 1/16 and max x (1 - x) |1 - 2x| = 1/(6 sqrt 3)
+_PAIR_TERM1 = 1.0 / 16.0
+_PAIR_TERM2 = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+@njit(cache=True)
+def softmax_curvature_bound(y, par, L):
+    """c >= -lambda_min of the Hessian in u of l(y, h(u)) = 1/2 ||y - softmax_rows(beta h)||^2,
+    for every u (docs/theory.md section 16.4).  Per row a, with p = softmax(z_a), r = p - y_a,
+    the Hessian in z is J^T J + sum_b r_b p_b [(e_b - p)(e_b - p)^T - J], J = diag p - p p^T,
+    whose negative part is at most
+      L = 2:  2 (1/16 + |y_a1 - y_a2| / (6 sqrt 3))            (p_2 = 1 - p_1),
+      L >= 3: (8/27) sum_b y_ab^+ + 1/4 + max_b y_ab^- / 2;
+    h_ab = tau_k u_k with sum_a |P_a u|^2 = 2 |u|^2 (tau^2 = 2 on the diagonal, entries off
+    it in two rows) gives c = 2 beta^2 max_a c_a."""
+    beta = par[0]
+    cmax = 0.0
+    for a in range(L):
+        if L == 2:
+            c = 2.0 * (_PAIR_TERM1 + abs(y[a * L] - y[a * L + 1]) * _PAIR_TERM2)
+        else:
+            pos = 0.0
+            neg = 0.0
+            for b in range(L):
+                v = y[a * L + b]
+                if v > 0.0:
+                    pos += v
+                else:
+                    neg = max(neg, -v)
+            c = _ROW_TERM1 * pos + _ROW_TERM2 + 0.5 * neg
+        cmax = max(cmax, c)
+    return 2.0 * beta * beta * cmax
+
+
+@njit(cache=True)
+def _certify_builtin(y, V, par, ka, kb, tau):
+    """True when F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k) is strictly convex in u
+    for every omega: min_k 1/V_k above the curvature bound of the loss (softmax only; the
+    seq2lab loss has no bound here)."""
+    if par[1] != SOFTMAX:
+        return False
+    vmax = 0.0
+    for k in range(V.size):
+        vmax = max(vmax, V[k])
+    # a relative margin: 1/V must clear the bound beyond rounding
+    return 1.0 / vmax > softmax_curvature_bound(y, par, _n_tokens(ka)) * (1.0 + 1e-9)
+
+
+@njit(cache=True)
+def _no_certificate(y, V, par, ka, kb, tau):
+    return False
+
+
 # The Newton and batch code below calls the evaluator and the start rule
 # through the module globals ``_evalf`` and ``_startf``.  Passing them as
 # function arguments would be the obvious design, but Numba then sometimes
@@ -529,6 +649,7 @@ def _start_builtin(y, omega, V, par, ka, kb, tau, work, u0):
 # copies of these functions bound to its closures (:func:`_rebind`).
 _evalf = _eval_builtin
 _startf = _start_builtin
+_certf = _certify_builtin
 
 
 # ----------------------------------------------------------------- Newton
@@ -624,6 +745,10 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
               U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat, Vs, Uprev, warm):
     """Multi-start prox of one sample; writes uhat, returns (F, failed, trace term).
 
+    Where the channel certifies F strictly convex (``_certf``: the softmax curvature
+    bound below 1/V), one Newton run finds the global minimiser; the multi-start below
+    runs only where it does not (or that run fails).
+
     Four Newton runs: from (i) omega, (ii) the channel's data-consistent point,
     (iii) their midpoint, and (iv) from (ii) along the continuation
     V' = CONTINUATION[0] V, ..., V (each stage warm-started by the previous).
@@ -645,6 +770,19 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     in a few Newton steps.  U holds the four end points on return.
     """
     K = omega.size
+    if _certf(y, V, par, ka, kb, tau):
+        # F strictly convex: its one stationary point is the global minimiser, found by one
+        # Newton run (from the previous end point when warm: fewer steps, the same point)
+        for k in range(K):
+            U[0, k] = Uprev[0, k] if warm else omega[k]
+        Fs[0], st[0] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, U[0], grad,
+                               hess, C, gF, d, ut)
+        if st[0] == CONVERGED:
+            for s in range(1, 4):
+                for k in range(K):
+                    U[s, k] = U[0, k]
+            return _prox_result(y, omega, V, par, ka, kb, tau, work, U[0], grad, hess, C,
+                                aug, uhat, False)
     for k in range(K):
         U[0, k] = omega[k]
     if warm:
@@ -687,8 +825,16 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
         if best < 0 or Fs[s] < Fbest:
             best = s
             Fbest = Fs[s] if math.isfinite(Fs[s]) else np.inf
+    return _prox_result(y, omega, V, par, ka, kb, tau, work, U[best], grad, hess, C, aug, uhat,
+                        st[best] != CONVERGED)
+
+
+@njit(cache=True)
+def _prox_result(y, omega, V, par, ka, kb, tau, work, u, grad, hess, C, aug, uhat, failed):
+    """uhat = u; returns (F(u), failed, trace term tr(I - (I + D H)^{-1}), D = diag(V))."""
+    K = omega.size
     for k in range(K):
-        uhat[k] = U[best, k]
+        uhat[k] = u[k]
     l = _evalf(uhat, y, par, ka, kb, tau, 2, work, grad, hess)
     quad = 0.0
     for k in range(K):
@@ -698,7 +844,7 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
             C[k, k2] = V[k] * hess[k, k2]
         C[k, k] += 1.0
     trace = K - _trace_inverse(C, aug)
-    return l + 0.5 * quad, st[best] != CONVERGED, trace
+    return l + 0.5 * quad, failed, trace
 
 
 @njit(cache=True)
@@ -784,7 +930,7 @@ def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, Uprev, warm):
     gout = np.empty((n, K))
     trace = np.empty(n)
     obj = np.empty(n)
-    failed = np.zeros(n, dtype=np.bool_)
+    failed = np.empty(n, dtype=np.bool_)  # every row set by _prox_chunk
     Uend = np.empty((n, 4, K))
     nchunk = (n + _CHUNK - 1) // _CHUNK
     for c in prange(nchunk):
@@ -794,16 +940,21 @@ def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, Uprev, warm):
     return uhat, gout, trace, obj, failed, Uend
 
 
-# The two diagnostics drivers below are serial: they serve tests and small
-# studies, and a parallel loop costs seconds of compilation each.
-@njit(cache=True)
+# newton_batch runs once per SE evaluation (the centres of the V_hat control variate), so
+# it is parallel like the prox; a user channel's copy is compiled serial (_PARALLEL), as is
+# starts_batch, a diagnostics driver (a parallel loop costs seconds of compilation).
+@njit(cache=True, parallel=True)
 def newton_batch(Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize):
     """Single-start Newton from U0 (n, K): (U, F, status)."""
     n, K = Omega.shape
     U = np.empty((n, K))
     F = np.empty(n)
     status = np.empty(n, dtype=np.int64)
-    _newton_chunk(0, n, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize, U, F, status)
+    nchunk = (n + _CHUNK - 1) // _CHUNK
+    for c in prange(nchunk):
+        lo = c * _CHUNK
+        _newton_chunk(lo, min(n, lo + _CHUNK), Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit,
+                      wsize, U, F, status)
     return U, F, status
 
 
@@ -867,7 +1018,7 @@ def loss_grad_h_batch(Y, H, par):
     return loss, G
 
 
-_TEMPLATES = ("_newton", "_prox_one", "_start_weak", "_prox_chunk", "_newton_chunk",
+_TEMPLATES = ("_newton", "_prox_one", "_prox_result", "_start_weak", "_prox_chunk", "_newton_chunk",
               "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one",
               "hessian_batch")
 _PARALLEL = ("prox_batch", "hessian_batch")
@@ -882,6 +1033,7 @@ def _rebind(evalf, startf) -> dict:
     """
     ns = dict(globals())
     ns["_evalf"] = evalf
+    ns["_certf"] = _no_certificate
     for name in _TEMPLATES:
         py = globals()[name].py_func
         fn = types.FunctionType(py.__code__, ns, py.__name__, py.__defaults__, py.__closure__)

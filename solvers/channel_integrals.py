@@ -53,7 +53,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from amp_attention._channel_kernels import stein_traces
-from amp_attention.channels.base import ChannelSE, optional_member, overlap_split, stein_available
+from amp_attention.channels.base import (ChannelSE, ProxBatch, optional_member, overlap_split,
+                                         stein_available)
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample",
              "test_error_noisy")
@@ -147,31 +148,40 @@ def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int)
 
 @dataclass(frozen=True)
 class PairedSamples:
-    """The samples of one replica at overlaps (m, q): u* and omega (2N, K) -- the N
-    points' omega_+ rows, then their omega_- rows --, the centres (N, K), s and eta."""
+    """The samples of every replica at overlaps (m, q), replica-major: row block r of
+    ``ustar`` and ``omega`` (2N, K each) holds replica r's N points' omega_+ rows, then their
+    omega_- rows; ``centre`` and ``eta`` (R N, K) the centres and directions, s the spread."""
 
     ustar: np.ndarray
     omega: np.ndarray
     centre: np.ndarray
     s: float
     eta: np.ndarray
+    replicas: int
 
     @property
     def n_points(self) -> int:
-        return self.centre.shape[0]
+        """Points (pairs) per replica."""
+        return self.centre.shape[0] // self.replicas
+
+    def per_replica(self, v: np.ndarray) -> np.ndarray:
+        """Per-sample values (R 2N,) or per-point values (R N,) -> their replica means (R,)."""
+        return v.reshape(self.replicas, -1).mean(axis=1)
 
 
-def paired_samples(draws: GaussianDraws, r: int, m: float, q: float, Q0: float,
+def paired_samples(draws: GaussianDraws, m: float, q: float, Q0: float,
                    theta: float) -> PairedSamples:
     """u* = sqrt(Q0) zeta, omega_+- = (m/Q0) u* + sqrt((1 - theta) c) eta0 +- sqrt(theta c) eta
     with c = q - m^2/Q0: each (u*, omega_+-) has covariance [[Q0, m], [m, q]]."""
     c = max(q - m * m / Q0, 0.0) if Q0 > 0 else q
-    ustar = math.sqrt(Q0) * draws.ustar[r]
-    centre = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt((1.0 - theta) * c) * draws.eta0[r]
+    ustar = math.sqrt(Q0) * draws.ustar
+    centre = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt((1.0 - theta) * c) * draws.eta0
     s = math.sqrt(theta * c)
-    eta = draws.eta[r]
-    omega = np.concatenate([centre + s * eta, centre - s * eta])
-    return PairedSamples(np.concatenate([ustar, ustar]), omega, centre, s, eta)
+    eta = draws.eta
+    R, N, K = ustar.shape
+    omega = np.concatenate([centre + s * eta, centre - s * eta], axis=1).reshape(2 * R * N, K)
+    return PairedSamples(np.concatenate([ustar, ustar], axis=1).reshape(2 * R * N, K), omega,
+                         centre.reshape(R * N, K), s, eta.reshape(R * N, K), R)
 
 
 class MonteCarloChannel:
@@ -222,7 +232,8 @@ class MonteCarloChannel:
         self.stein = stein_available(channel)
         self.n_stein = 0
         self.n_stein_rejected = 0
-        self._ends: list = [None] * self.draws.replicas
+        #: end points of the last evaluation's Newton runs, every replica's rows (warm_start)
+        self._ends: np.ndarray | None = None
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
@@ -276,11 +287,19 @@ class MonteCarloChannel:
     # CHECK_EVERY-th sample; one worse sample sends the replica back to a cold solve.
     CHECK_EVERY = 16
 
-    def _prox(self, r: int, y: np.ndarray, omega: np.ndarray, V: float):
-        """Prox of replica r: cold, or (``warm_start``) restarted from the end points
-        of the previous evaluation on the same points, guarded by a cold subset."""
+    def _guard_rows(self, R: int, n: int) -> np.ndarray:
+        """Rows of the cold guard: every CHECK_EVERY-th sample of each replica's n, from an
+        offset that differs between replicas (replica-major rows)."""
+        return np.concatenate([r * n + np.arange(r % self.CHECK_EVERY, n, self.CHECK_EVERY)
+                               for r in range(R)])
+
+    def _prox(self, y: np.ndarray, omega: np.ndarray, V: float, R: int):
+        """Prox of every replica's samples (replica-major rows): cold, or (``warm_start``)
+        restarted from the end points of the previous evaluation on the same points, guarded
+        per replica by a cold subset; a replica where the cold subset finds a lower objective
+        is solved cold as a whole."""
         ch = self.channel
-        ends = self._ends[r]
+        ends = self._ends
         px = None
         if self.warm_start and ends is None and hasattr(ch, "prox_starts"):
             # First evaluation: the data-side runs start from the prox's own starting
@@ -289,16 +308,21 @@ class MonteCarloChannel:
             ends = np.concatenate([s, s[:, 1:2]], axis=1)
         if self.warm_start and ends is not None:
             px = ch.prox_batch(y, omega, V, warm_from=ends)
-            sub = slice(r % self.CHECK_EVERY, None, self.CHECK_EVERY)
-            cold = ch.prox_batch(y[sub], omega[sub], V)
-            F = px.objective[sub]
-            self.n_warm += 1
-            if np.any(cold.objective < F - 1e-10 * (1.0 + np.abs(F))):
-                self.n_warm_fallback += 1
-                px = None
+            n = y.shape[0] // R
+            rows = self._guard_rows(R, n)
+            cold = ch.prox_batch(y[rows], omega[rows], V)
+            F = px.objective[rows]
+            worse = cold.objective < F - 1e-10 * (1.0 + np.abs(F))
+            self.n_warm += R
+            bad = np.unique(rows[worse] // n)
+            if bad.size:
+                self.n_warm_fallback += int(bad.size)
+                redo = (bad[:, None] * n + np.arange(n)).reshape(-1)
+                fix = ch.prox_batch(y[redo], omega[redo], V)
+                px = _with_rows(px, redo, fix)
         if px is None:
             px = ch.prox_batch(y, omega, V)
-        self._ends[r] = px.ends if self.warm_start else None
+        self._ends = px.ends if self.warm_start else None
         return px
 
     def test_error_at(self, m: float, q: float, Q0: float) -> float:
@@ -307,11 +331,8 @@ class MonteCarloChannel:
         if not (q > 0 and math.isfinite(q)):
             raise ValueError(f"test_error_at needs q > 0, got q={q!r}")
         overlap_split(m, q, Q0)  # the overlaps' constraint, named
-        vals = []
-        for r in range(self.draws.replicas):
-            smp = paired_samples(self.draws, r, m, q, Q0, self.THETA)
-            vals.append(np.mean(self.channel.test_terms(smp.ustar, smp.omega)))
-        return float(np.mean(vals))
+        smp = paired_samples(self.draws, m, q, Q0, self.THETA)
+        return float(np.mean(smp.per_replica(self.channel.test_terms(smp.ustar, smp.omega))))
 
     def _centre_jacobian_cv(self, y: np.ndarray, smp: PairedSamples, V: float) -> np.ndarray:
         """Per point eta^T A_c eta - tr A_c, A_c = ((I + V H)^-1 - I)/V the prox Jacobian at
@@ -335,12 +356,14 @@ class MonteCarloChannel:
         return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
 
     def _vhat_by_parts(self, y: np.ndarray, smp: PairedSamples, g: np.ndarray,
-                       alpha: float, V: float) -> float:
-        """-2 alpha E[tr d g_out/d omega] by integration by parts over the pairs (module
-        docstring), which counts the jumps of the prox minimiser."""
-        n = smp.n_points
-        X = np.einsum("ni,ni->n", g[:n] - g[n:], smp.eta) / (2.0 * smp.s)
-        return -2.0 * alpha * float(np.mean(X - self._centre_jacobian_cv(y, smp, V)))
+                       alpha: float, V: float) -> np.ndarray:
+        """Per replica -2 alpha E[tr d g_out/d omega] by integration by parts over the pairs
+        (module docstring), which counts the jumps of the prox minimiser."""
+        R, N = smp.replicas, smp.n_points
+        K = g.shape[1]
+        gr = g.reshape(R, 2, N, K)
+        X = np.einsum("rni,rni->rn", gr[:, 0] - gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
+        return -2.0 * alpha * (X - self._centre_jacobian_cv(y, smp, V).reshape(R, N)).mean(axis=1)
 
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
@@ -355,40 +378,43 @@ class MonteCarloChannel:
             return self._cache[1]
         V_eff = max(V, self.V_MIN)
         ch = self.channel
-        per = np.empty((self.draws.replicas, len(SE_FIELDS)))
-        mh_stein = np.empty(self.draws.replicas)
-        forms = np.empty((self.draws.replicas, 2))
-        for r in range(self.draws.replicas):
-            smp = paired_samples(self.draws, r, m, q, Q0, self.THETA)
-            ustar, omega = smp.ustar, smp.omega
-            y1 = ch.labels_from_noise(ch.h_from_u(ustar[:smp.n_points]), self.draws.noise[r])
-            y = np.concatenate([y1, y1])
-            px = self._prox(r, y, omega, V_eff)
-            self.n_failed += int(px.n_failed)
-            self.n_evaluated += omega.shape[0]
-            g = px.g_out
-            mh = 2 * alpha * np.mean(np.sum(g * (ustar - slope * omega), axis=1)) / rest if rest > 0 else 0.0
-            qh = 2 * alpha * np.mean(np.sum(g * g, axis=1))
-            Vh_hess = 2 * alpha * np.mean(px.trace_term) / V_eff
-            # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
-            # parts in; the smooth part is then the whole derivative
-            by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
-            Vh = self._vhat_by_parts(y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
-            forms[r] = (Vh, Vh_hess)
-            train = np.mean(ch.train_terms(y, px.uhat))
-            test = np.mean(ch.test_terms(ustar, omega))
-            # a fresh sample's noisy label against the prediction (omega_+ and omega_-
-            # share the label: each is an independent fresh sample's student field)
-            resid = y - ch.outputs(ch.h_from_u(omega))
-            test_noisy = np.mean(np.sum(resid * resid, axis=1))
-            per[r] = (mh, qh, Vh, train, test, 0.5 * train, test_noisy)
-            if self.stein and rest > 0:
-                mh_stein[r] = 2 * alpha * np.mean(self._stein_terms(y, px.uhat, ustar, V_eff))
+        R = self.draws.replicas
+        smp = paired_samples(self.draws, m, q, Q0, self.THETA)
+        ustar, omega, N = smp.ustar, smp.omega, smp.n_points
+        first = ustar.reshape(R, 2, N, ch.K)[:, 0].reshape(R * N, ch.K)
+        y1 = ch.labels_from_noise(ch.h_from_u(first), self.draws.noise.reshape(R * N, -1))
+        y1r = y1.reshape(R, 1, N, -1)
+        y = np.broadcast_to(y1r, (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
+        px = self._prox(y, omega, V_eff, R)
+        self.n_failed += int(px.n_failed)
+        self.n_evaluated += omega.shape[0]
+        g = px.g_out
+        per_sample = np.empty((7, omega.shape[0]))
+        per_sample[0] = np.sum(g * (ustar - slope * omega), axis=1)
+        per_sample[1] = np.sum(g * g, axis=1)
+        per_sample[2] = px.trace_term
+        per_sample[3] = ch.train_terms(y, px.uhat)
+        per_sample[4] = ch.test_terms(ustar, omega)
+        # a fresh sample's noisy label against the prediction (omega_+ and omega_- share
+        # the label: each is an independent fresh sample's student field)
+        resid = y - ch.outputs(ch.h_from_u(omega))
+        per_sample[5] = np.sum(resid * resid, axis=1)
+        means = per_sample.reshape(7, R, -1).mean(axis=2)
+        mh = 2 * alpha * means[0] / rest if rest > 0 else np.zeros(R)
+        qh = 2 * alpha * means[1]
+        Vh_hess = 2 * alpha * means[2] / V_eff
+        # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
+        # parts in; the smooth part is then the whole derivative
+        by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
+        Vh = self._vhat_by_parts(y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
+        forms = np.column_stack([Vh, Vh_hess])
+        train, test, test_noisy = means[3], means[4], means[5]
+        per = np.column_stack([mh, qh, Vh, train, test, 0.5 * train, test_noisy])
         if self.stein and rest > 0:
+            mh_stein = 2 * alpha * smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
             # Use the Stein estimate where it is consistent with the direct one:
             # with competing prox minima g_out jumps in z and Stein's identity
             # misses the jumps' contribution.
-            R = per.shape[0]
             se_d = per[:, 0].std(ddof=1) / math.sqrt(R)
             se_s = mh_stein.std(ddof=1) / math.sqrt(R)
             self.n_stein += 1
@@ -404,3 +430,17 @@ class MonteCarloChannel:
         out = ChannelSE(*(float(v) for v in mean))
         self._cache = (key, out, dict(self.last_stderr), per, forms)
         return out
+
+
+def _with_rows(px, rows: np.ndarray, fix) -> "ProxBatch":
+    """``px`` with the given rows replaced by those of ``fix`` (a prox of those rows)."""
+    fields = {}
+    for name in ("uhat", "g_out", "trace_term", "objective", "failed", "ends"):
+        a, b = getattr(px, name), getattr(fix, name)
+        if a is None or b is None:
+            fields[name] = None
+            continue
+        a = np.array(a, copy=True)
+        a[rows] = b
+        fields[name] = a
+    return ProxBatch(**fields, n_failed=int(np.count_nonzero(fields["failed"])))

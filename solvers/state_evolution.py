@@ -155,10 +155,12 @@ class MonteCarloOptions:
     (:class:`~amp_attention.solvers.channel_integrals.MonteCarloChannel`).
     """
 
-    log2_n: int = 14
+    #: 2^13 x 8 with the coarse level at 2^9: relative Monte-Carlo error of the test error
+    #: 4e-4 at the CLI's default softmax point (docs/performance.md, issue 32)
+    log2_n: int = 13
     replicas: int = 8
     seed: int = 0
-    coarse_log2_n: int = 10
+    coarse_log2_n: int = 9
     warm_start: bool = True
     #: "by_parts" (integration by parts, counts the jumps of the prox minimiser) or
     #: "hessian" (the smooth part only, the estimate before issue 30; for comparisons)

@@ -402,3 +402,50 @@ def test_bad_custom_arguments_name_the_parameter():
         CustomChannel(2, 4, _g_softmax, noise_at="input")
     with pytest.raises(ValueError, match=r"^V "):
         _SM.prox_batch(np.zeros((1, 4)), np.zeros((1, 3)), 0.0)
+
+
+@pytest.mark.parametrize("L", [2, 3, 5])
+@pytest.mark.parametrize("labels", ["simplex", "output-noise"])
+def test_curvature_bound_of_the_convexity_certificate_holds(L, labels):
+    """docs/theory.md 16.5: lambda_min of the loss Hessian in u >= -c(y) at random u (wide,
+    saturating rows included) and labels, the bound being the prox's certificate."""
+    from amp_attention import _channel_kernels as ck
+
+    rng = np.random.default_rng(L)
+    beta = 1.7
+    ch = SoftmaxChannel(L, beta, 0.3 if labels == "output-noise" else 0.0)
+    par = np.array([beta, float(ck.SOFTMAX)])
+    worst = 0.0
+    for _ in range(400):
+        u_star = rng.standard_normal((1, ch.K)) * rng.choice([0.5, 2.0, 6.0])
+        y = ch.sample_labels(ch.h_from_u(u_star), rng)[0]
+        c = ck.softmax_curvature_bound(y, par, L)
+        for scale in (0.3, 1.0, 3.0):
+            u = rng.standard_normal(ch.K) * scale
+            lam = np.linalg.eigvalsh(ch.loss_grad_hess(y, u)[2]).min()
+            assert lam >= -c * (1 + 1e-9), (y, u, lam, c)
+            worst = min(worst, lam / c)
+    assert worst < -0.05  # the bound is not vacuous: negative curvature does occur
+
+
+def test_certified_prox_is_the_global_minimiser():
+    """Where every sample is certified (V below 1/c(y)), the one-run prox is the global
+    minimiser: Newton runs from the prox's own starts and from 6 random points all end
+    there, none lower (F is strictly convex)."""
+    rng = np.random.default_rng(5)
+    ch = SoftmaxChannel(2, 1.0, 0.0)
+    par = np.array([1.0, float(ck.SOFTMAX)])
+    u_star = 1.5 * rng.standard_normal((300, ch.K))
+    y = ch.outputs(ch.h_from_u(u_star))
+    omega = u_star + 0.8 * rng.standard_normal(u_star.shape)
+    V = 1.2
+    assert all(1 / V > ck.softmax_curvature_bound(row, par, 2) for row in y)
+    px = ch.prox_batch(y, omega, V)
+    assert px.n_failed == 0
+    starts = [ch.prox_starts(y, omega, V)[:, j] for j in range(3)]
+    starts += [omega + 3.0 * rng.standard_normal(omega.shape) for _ in range(6)]
+    for u0 in starts:
+        u, F, ok = ch.newton_from(y, omega, V, u0)
+        assert ok.all()
+        np.testing.assert_allclose(u, px.uhat, rtol=1e-7, atol=1e-8)
+        assert np.all(F >= px.objective - 1e-12 * (1 + np.abs(px.objective)))

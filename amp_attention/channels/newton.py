@@ -271,18 +271,13 @@ class BuiltinNewtonChannel(NewtonChannel):
     def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
         D[:, k] = dA/du_k: dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), and u_k moves
-        h_ij and h_ji (k = (i, j)) with factor tau_k."""
+        h_ij and h_ji (k = (i, j)) with factor tau_k (compiled, parallel)."""
         U = as_2d("u", U, self.K)
-        A = softmax_rows(self.h_from_u(U), self.beta)
-        n, L = U.shape[0], self.L
-        D = np.zeros((n, self.K, L, L))
-        eye = np.eye(L)
-        for k, (i, j) in enumerate(zip(self._ka, self._kb)):
-            D[:, k, i, :] += self.beta * A[:, i, :] * (eye[j] - A[:, i, j, None])
-            if i != j:
-                D[:, k, j, :] += self.beta * A[:, j, :] * (eye[i] - A[:, j, i, None])
-            D[:, k] *= self.tau[k]
-        return A, D
+        return ck.row_softmax_jacobian_batch(U, self.beta, self._ka, self._kb, self._tau)
+
+    def row_softmax(self, H: np.ndarray) -> np.ndarray:
+        """softmax_rows(beta H), H (n, L, L) (compiled, parallel)."""
+        return ck.softmax_rows_batch(self._check_H(H), self.beta)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(L={self.L}, beta={self.beta}, noise={self.noise}, "

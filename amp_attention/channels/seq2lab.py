@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .newton import BuiltinNewtonChannel, softmax_rows
+from .newton import BuiltinNewtonChannel
 
 
 class Seq2LabChannel(BuiltinNewtonChannel):
@@ -42,8 +42,7 @@ class Seq2LabChannel(BuiltinNewtonChannel):
 
     def outputs(self, H: np.ndarray) -> np.ndarray:
         """(1/L) Tr softmax_rows(beta H), shape (n, 1)."""
-        H = self._check_H(H)
-        A = softmax_rows(H, self.beta)
+        A = self.row_softmax(H)
         return np.trace(A, axis1=1, axis2=2)[:, None] / self.L
 
     def output_jacobian(self, U: np.ndarray) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _channel_kernels as ck
 from .base import ProxBatch, ZeroLossGeometry, as_2d, logit_noise_u_std, variance_matrix
-from .newton import BuiltinNewtonChannel, softmax_rows
+from .newton import BuiltinNewtonChannel
 
 
 class SoftmaxChannel(BuiltinNewtonChannel):
@@ -52,8 +52,7 @@ class SoftmaxChannel(BuiltinNewtonChannel):
 
     def outputs(self, H: np.ndarray) -> np.ndarray:
         """softmax_rows(beta H) flattened row-major, shape (n, L^2)."""
-        H = self._check_H(H)
-        return softmax_rows(H, self.beta).reshape(H.shape[0], self.M)
+        return self.row_softmax(H).reshape(-1, self.M)
 
     def output_jacobian(self, U: np.ndarray) -> np.ndarray:
         """d g(h(u)) / du, shape (n, M, K)."""

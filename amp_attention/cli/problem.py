@@ -118,20 +118,20 @@ MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n")
 
 def add_mc_group(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
-    g.add_argument("--mc-log2n", type=int, default=14, metavar="M",
+    g.add_argument("--mc-log2n", type=int, default=13, metavar="M",
                    help="2^M samples per replica for the K-dimensional channel expectations "
                         "(common random numbers across iterations): 2^(M-1) scrambled-Sobol "
                         "points, each an antithetic pair of samples of the student field "
-                        "(V_hat by integration by parts) (default: 14)")
+                        "(V_hat by integration by parts) (default: 13)")
     g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
                    help="independent scramblings; their spread, propagated through the "
                         "fixed point, is the reported mc_stderr (default: 8)")
     g.add_argument("--mc-seed", type=int, default=0, metavar="SEED",
                    help="seed of the scramblings (default: 0)")
-    g.add_argument("--mc-coarse-log2n", type=int, default=10, metavar="C",
+    g.add_argument("--mc-coarse-log2n", type=int, default=9, metavar="C",
                    help="two-level solve: find the fixed point on the first 2^C points of "
                         "every replica, then refine on all 2^M by a few quasi-Newton steps; "
-                        "C >= M iterates on all points throughout (default: 10)")
+                        "C >= M iterates on all points throughout (default: 9)")
 
 
 def read_target_file(path: Path):
