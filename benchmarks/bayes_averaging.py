@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     p = problem(args.alpha)
     adam = AdamOptions(lr=0.03, max_iter=20000, tol=1e-7)
     bo = solve_bayes_optimal(p)
-    erm = solve_state_evolution(problem(args.alpha, 1e-4), mc=MonteCarloOptions(log2_n=12))
+    erm = solve_state_evolution(problem(args.alpha, 1e-4), mc=MonteCarloOptions(log2_n=12, coarse_log2_n=10))
     record = {"params": {"d": args.d, "alpha": args.alpha, "runs": args.runs,
                          "data_seeds": args.data_seeds, "problem": p.to_dict(),
                          "adam": {"lr": adam.lr, "max_iter": adam.max_iter, "tol": adam.tol}},

@@ -42,7 +42,7 @@ def main() -> None:
     for lam in LAMS:
         for a in ALPHAS:
             r = solve_state_evolution(problem(a, lam), start="informative",
-                                      mc=MonteCarloOptions(11, 4, 0), tol=1e-7, max_iter=400)
+                                      mc=MonteCarloOptions(11, 4, 0, coarse_log2_n=10), tol=1e-7, max_iter=400)
             table["se"].append({"lam": lam, "alpha": a, "train_error": r.train_error,
                                 "train_error_mc_stderr": r.mc_stderr["train_error"],
                                 "test_error": r.test_error, "V": r.V, "converged": r.converged})

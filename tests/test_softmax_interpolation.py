@@ -22,7 +22,7 @@ def _problem(alpha, lam):
 
 def _se_train(alpha, lam):
     r = solve_state_evolution(_problem(alpha, lam), start="informative",
-                              mc=MonteCarloOptions(10, 4, 0), tol=1e-7, max_iter=400)
+                              mc=MonteCarloOptions(10, 4, 0, coarse_log2_n=10), tol=1e-7, max_iter=400)
     assert r.converged, r.status
     return r.train_error
 

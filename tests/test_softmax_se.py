@@ -22,7 +22,7 @@ D0, LAM0 = 0.5, 0.5
 def _pair(beta, L=2):
     p = Problem(Task("softmax", L=L, beta=beta, noise=D0 * beta**2), WishartTarget(0.5),
                 Learner(1.0, LAM0 * beta**2), alpha=0.5)
-    soft = solve_state_evolution(p, start="informative", mc=MonteCarloOptions(11, 4, 0), tol=1e-9)
+    soft = solve_state_evolution(p, start="informative", mc=MonteCarloOptions(11, 4, 0, coarse_log2_n=10), tol=1e-9)
     lin = solve_state_evolution(p, start="informative",
                                 integrals=LinearOutputChannel.softmax_small_beta(L, beta, D0 * beta**2))
     assert soft.converged and lin.converged

@@ -58,7 +58,7 @@ def problems():
 
 def test_state_evolution_of_a_user_channel_matches_the_closed_form(problems):
     user, builtin = problems
-    got = solve_state_evolution(user, mc=MonteCarloOptions(log2_n=10, replicas=8, seed=1),
+    got = solve_state_evolution(user, mc=MonteCarloOptions(log2_n=10, replicas=8, seed=1, coarse_log2_n=10),
                                 start="informative")
     ref = solve_state_evolution(builtin, start="informative")
     assert got.success and ref.success

@@ -36,7 +36,7 @@ from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state
 RECORD = Path(__file__).parent / "data" / "channels_finite_size.json"
 QUANTITIES = ("train_error", "test_error")
 SEEDS = {48: 6, 64: 6, 96: 6, 128: 6}
-MC = MonteCarloOptions(log2_n=14, replicas=8, seed=0)
+MC = MonteCarloOptions(log2_n=14, replicas=8, seed=0, coarse_log2_n=10)
 N_TEST_MIN = 100_000
 
 # seq2lab's single scalar label carries little signal: at lam = 0.2 its SE fixed

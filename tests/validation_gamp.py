@@ -32,7 +32,7 @@ from amp_attention.solvers.state_evolution import MonteCarloOptions, se_iterates
 RECORD = Path(__file__).parent / "data" / "gamp_trajectories.json"
 T = 8
 SEEDS = {64: 8, 96: 8, 128: 8, 192: 6}
-MC = MonteCarloOptions(log2_n=14, replicas=8, seed=0)
+MC = MonteCarloOptions(log2_n=14, replicas=8, seed=0, coarse_log2_n=10)
 CASES = {
     "linear_L1": Problem(Task("linear", L=1, noise=0.5), WishartTarget(0.5), Learner(1.0, 0.1),
                          alpha=0.5),

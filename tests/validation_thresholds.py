@@ -43,7 +43,7 @@ FACTORS = (0.8, 0.9, 1.1, 1.25)
 DS = (48, 96)
 SEEDS = 2
 LAMS = {"linear": (1e-3, 1e-4), "softmax": (1e-5, 1e-6)}
-MC = MonteCarloOptions(12, 4)
+MC = MonteCarloOptions(12, 4, coarse_log2_n=10)
 #: second attempt for a softmax run that did not converge with the defaults of
 #: direct_erm (zero-ish start + 3 random starts, 5000 iterations each):
 #: the zero-ish start alone with 50000 iterations.  Near interpolation at lam =

@@ -1,0 +1,140 @@
+"""Softmax state evolution at the speed users need (issue 32): every goal side by side with a
+fixed calibration workload measured in the same process, idle and beside a CPU-bound
+neighbour, with thread counts and load.
+
+    python benchmarks/bench_softmax.py                  # goals 1-3 (about 4 minutes)
+    python benchmarks/bench_softmax.py --big            # and the 32 x 32 diagram (~15 min)
+    python benchmarks/bench_softmax.py --no-neighbour   # idle only
+
+Calibration (C): three one-thread ``numpy.linalg.eigh`` of one 1000 x 1000 symmetric
+matrix, median of three repeats, measured in this process before each goal.
+
+1. The CLI-default softmax L = 2 point, ``amp-attention se --channel softmax --L 2`` run
+   in this process through ``amp_attention.cli.main`` (after one warm-up run, so that
+   Numba's caches are loaded; imports excluded), median of ``--runs``.  Target: <= 3 C,
+   relative Monte-Carlo error of the test error <= 1e-3.
+2. A 4 x 4 softmax phase diagram (logit noise 0.5, alpha 0.1-0.6, lam 0.01-1 log-spaced,
+   ``--workers 0``), whole, in units of goal 1's point.  Target: <= 8 points.
+   ``--big``: a 32 x 32 diagram of the same ranges on 2 workers.  Target: <= 15 minutes.
+3. L = 3 and L = 5 points (alpha 0.5 and 0.1, the rest at the CLI defaults) at
+   ``--mc-log2n`` chosen so that their relative test-error error is at most the L = 2
+   point's (printed), against goal 1's point.  Target: each <= 4 x the L = 2 point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from machine import describe, load, neighbour
+
+
+def calibration(repeats: int = 3) -> float:
+    """Median seconds of three one-thread eigh of a 1000 x 1000 symmetric matrix."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((1000, 1000))
+    A = A + A.T
+    times = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(3):
+                np.linalg.eigh(A)
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def cli(argv: list[str]) -> tuple[float, str]:
+    """(seconds, stdout) of ``amp-attention ARGV`` run in this process."""
+    from amp_attention.cli import main
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        t0 = time.perf_counter()
+        code = main(argv)
+        dt = time.perf_counter() - t0
+    if code != 0:
+        raise SystemExit(f"amp-attention {' '.join(argv)} exited {code}")
+    return dt, buf.getvalue()
+
+
+def se_point(extra: list[str], runs: int) -> tuple[float, dict]:
+    """Median seconds and the JSON result of ``se --channel softmax --json EXTRA``."""
+    times, res = [], {}
+    for _ in range(runs):
+        dt, out = cli(["se", "--channel", "softmax", "--json", *extra])
+        times.append(dt)
+        res = json.loads(out.splitlines()[0])
+    return statistics.median(times), res
+
+
+def rel_test_error(res: dict) -> float:
+    return res["mc_stderr"]["test_error"] / res["test_error"]
+
+
+PD_ARGS = ["phase-diagram", "--channel", "softmax", "--L", "2", "--noise", "0.5",
+           "--noise-at", "logit", "--alpha-range", "0.1", "0.6", "{n}", "--lam-range", "0.01",
+           "1", "{n}", "--lam-spacing", "log", "--workers", "{w}", "--out", "{out}"]
+
+
+def phase_diagram(n: int, workers: int) -> float:
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [a.format(n=n, w=workers, out=Path(tmp) / "pd") for a in PD_ARGS]
+        dt, _ = cli(argv)
+    return dt
+
+
+def run_goals(args, label: str) -> None:
+    print(f"\n== {label}: {describe()}; {load()}", flush=True)
+    C = calibration()
+    print(f"calibration C (3 one-thread eigh, n = 1000): {C:.3f} s")
+    se_point(["--L", "2"], 1)  # warm-up: Numba caches
+    t2, r2 = se_point(["--L", "2"], args.runs)
+    e2 = rel_test_error(r2)
+    print(f"1. CLI-default softmax L = 2 point: {t2:.2f} s = {t2 / C:.2f} C (target <= 3 C); "
+          f"rel. MC error of the test error {e2:.1e} (target <= 1e-3); "
+          f"{r2['iterations']} fine + {r2['iterations_coarse']} coarse iterations", flush=True)
+    C = calibration()
+    t_pd = phase_diagram(4, 0)
+    print(f"2. 4 x 4 softmax phase diagram (--workers 0): {t_pd:.1f} s = {t_pd / t2:.1f} "
+          f"L = 2 points (target <= 8); C now {C:.3f} s", flush=True)
+    if args.big:
+        t_big = phase_diagram(32, 2)
+        print(f"   32 x 32 on 2 workers: {t_big / 60:.1f} min (target <= 15 min); {load()}",
+              flush=True)
+    for L, alpha, log2n in ((3, "0.5", args.log2n_L3), (5, "0.1", args.log2n_L5)):
+        tL, rL = se_point(["--L", str(L), "--alpha", alpha, "--mc-log2n", str(log2n),
+                           "--mc-coarse-log2n", str(log2n - 4)], 1)
+        eL = rel_test_error(rL)
+        print(f"3. L = {L} point (alpha {alpha}, 2^{log2n} x 8): {tL:.2f} s = {tL / t2:.2f} "
+              f"L = 2 points (target <= 4); rel. MC error of the test error {eL:.1e} "
+              f"({'<=' if eL <= e2 else '>'} the L = 2 point's {e2:.1e})", flush=True)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3, help="repeats of the L = 2 point (median)")
+    p.add_argument("--big", action="store_true", help="also the 32 x 32 diagram (~15 min)")
+    p.add_argument("--no-neighbour", action="store_true", help="idle only")
+    p.add_argument("--log2n-L3", type=int, default=12, help="--mc-log2n of the L = 3 point")
+    p.add_argument("--log2n-L5", type=int, default=11, help="--mc-log2n of the L = 5 point")
+    args = p.parse_args()
+    run_goals(args, "idle")
+    if not args.no_neighbour:
+        with neighbour(True):
+            run_goals(args, "beside a CPU-bound neighbour")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
