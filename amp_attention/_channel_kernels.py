@@ -781,25 +781,14 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     in a few Newton steps.  U holds the four end points on return.
     """
     K = omega.size
-    if _certf(y, V, par, ka, kb, tau):
-        # F strictly convex: its one stationary point is the global minimiser, found by one
-        # Newton run (from the previous end point when warm: fewer steps, the same point)
+    # One Newton run where F is certified strictly convex (its one stationary point is the
+    # global minimiser), or, warm, where every run of the previous call ended at one point
+    # (one basin there, followed to this nearby problem; a basin that opens meanwhile is
+    # what the caller's cold guard subset is for, amp_attention.solvers.channel_integrals).
+    # Warm, the run starts from the previous end point: fewer steps, the same minimiser.
+    if _certf(y, V, par, ka, kb, tau) or (warm and _ends_agree(Uprev)):
         for k in range(K):
             U[0, k] = Uprev[0, k] if warm else omega[k]
-        Fs[0], st[0] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, U[0], grad,
-                               hess, C, gF, d, ut)
-        if st[0] == CONVERGED:
-            for s in range(1, 4):
-                for k in range(K):
-                    U[s, k] = U[0, k]
-            return _prox_result(y, omega, V, par, ka, kb, tau, work, U[0], grad, hess, C,
-                                aug, uhat, False)
-    if warm and _ends_agree(Uprev):
-        # every run of the previous call ended at one point: one basin there, followed to
-        # this nearby problem by one Newton run (a basin that opens meanwhile is what the
-        # caller's cold guard subset is for, amp_attention.solvers.channel_integrals)
-        for k in range(K):
-            U[0, k] = Uprev[0, k]
         Fs[0], st[0] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, U[0], grad,
                                hess, C, gF, d, ut)
         if st[0] == CONVERGED:
