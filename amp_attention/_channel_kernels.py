@@ -741,16 +741,6 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
 
 
 @njit(cache=True)
-def _ends_agree(Uprev):
-    """The four end points of a previous prox call coincide (relative 1e-9)."""
-    for s in range(1, Uprev.shape[0]):
-        for k in range(Uprev.shape[1]):
-            if abs(Uprev[s, k] - Uprev[0, k]) > 1e-9 * (1.0 + abs(Uprev[0, k])):
-                return False
-    return True
-
-
-@njit(cache=True)
 def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
               U, Fs, st, grad, hess, C, gF, d, ut, aug, uhat, Vs, Uprev, warm):
     """Multi-start prox of one sample; writes uhat, returns (F, failed, trace term).
@@ -772,8 +762,7 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     Trace term: t = tr(I - (I + D H)^{-1}) = K - tr((I + D H)^{-1}), D = diag(V), H the
     Hessian of l at uhat.
 
-    Warm start (``warm``) where the four previous end points coincide: one Newton run
-    from there.  Otherwise runs (iii) and (iv) start from their own end points
+    Warm start (``warm``): runs (iii) and (iv) start from their own end points
     of a previous call on a nearby problem (``Uprev`` rows 2-3) instead of being
     rebuilt (the continuation is the expensive part), and are run once if they
     coincide; runs (i) and (ii) start afresh from omega and the data-consistent
@@ -781,12 +770,9 @@ def _prox_one(y, omega, V, par, ka, kb, tau, gtol, maxit, work,
     in a few Newton steps.  U holds the four end points on return.
     """
     K = omega.size
-    # One Newton run where F is certified strictly convex (its one stationary point is the
-    # global minimiser), or, warm, where every run of the previous call ended at one point
-    # (one basin there, followed to this nearby problem; a basin that opens meanwhile is
-    # what the caller's cold guard subset is for, amp_attention.solvers.channel_integrals).
-    # Warm, the run starts from the previous end point: fewer steps, the same minimiser.
-    if _certf(y, V, par, ka, kb, tau) or (warm and _ends_agree(Uprev)):
+    if _certf(y, V, par, ka, kb, tau):
+        # F strictly convex: its one stationary point is the global minimiser, found by one
+        # Newton run (from the previous end point when warm: fewer steps, the same point)
         for k in range(K):
             U[0, k] = Uprev[0, k] if warm else omega[k]
         Fs[0], st[0] = _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, U[0], grad,
@@ -1032,7 +1018,7 @@ def loss_grad_h_batch(Y, H, par):
     return loss, G
 
 
-_TEMPLATES = ("_newton", "_ends_agree", "_prox_one", "_prox_result", "_start_weak", "_prox_chunk", "_newton_chunk",
+_TEMPLATES = ("_newton", "_prox_one", "_prox_result", "_start_weak", "_prox_chunk", "_newton_chunk",
               "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one",
               "hessian_batch")
 _PARALLEL = ("prox_batch", "hessian_batch")

@@ -234,7 +234,6 @@ class MonteCarloChannel:
         self.n_stein_rejected = 0
         #: end points of the last evaluation's Newton runs, every replica's rows (warm_start)
         self._ends: np.ndarray | None = None
-        self._prefixes: dict[int, MonteCarloChannel] = {}
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
@@ -244,12 +243,6 @@ class MonteCarloChannel:
     #: V_hat estimator, larger theta that of its jump part (docs/theory.md section 16.2)
     THETA = 0.25
 
-    def reset_counters(self) -> None:
-        """Zero the per-solve counters (failed prox solves, warm tries and fallbacks, Stein
-        uses): a solve that reuses this object (:class:`MonteCarloWorkspace`) reports its own."""
-        self.n_failed = self.n_evaluated = self.n_warm = self.n_warm_fallback = 0
-        self.n_stein = self.n_stein_rejected = 0
-
     @property
     def log2_n(self) -> int:
         """log2 of the samples per replica (two per RQMC point)."""
@@ -257,18 +250,14 @@ class MonteCarloChannel:
 
     def prefix(self, log2_n: int) -> "MonteCarloChannel":
         """The same channel on the first 2**log2_n samples (2**(log2_n - 1) points) of
-        every replica (one object per log2_n: its warm starts carry over between solves).
+        every replica.
 
         A prefix of a scrambled Sobol sequence of length 2**k is itself a scrambled
         (0, k, s)-net, so the coarse integrals are a valid RQMC estimate whose
         points are a subset of the fine ones (used by the two-level SE solve).
         """
-        log2_n = int(log2_n)
-        if log2_n not in self._prefixes:
-            self._prefixes[log2_n] = MonteCarloChannel(
-                self.channel, draws=self.draws.prefix(2**(log2_n - 1)),
-                warm_start=self.warm_start, vhat_form=self.vhat_form)
-        return self._prefixes[log2_n]
+        return MonteCarloChannel(self.channel, draws=self.draws.prefix(2**(int(log2_n) - 1)),
+                                 warm_start=self.warm_start, vhat_form=self.vhat_form)
 
     def _stein_terms(self, y, uhat, ustar, V: float) -> np.ndarray:
         """Per-sample tr[(I + V H)^-1 J(uhat)^T J(u*)]: the Stein form of g_out . z / sqrt(rest).
@@ -400,7 +389,7 @@ class MonteCarloChannel:
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]
         g = px.g_out
-        per_sample = np.empty((6, omega.shape[0]))
+        per_sample = np.empty((7, omega.shape[0]))
         per_sample[0] = np.sum(g * (ustar - slope * omega), axis=1)
         per_sample[1] = np.sum(g * g, axis=1)
         per_sample[2] = px.trace_term
@@ -410,7 +399,7 @@ class MonteCarloChannel:
         # the label: each is an independent fresh sample's student field)
         resid = y - ch.outputs(ch.h_from_u(omega))
         per_sample[5] = np.sum(resid * resid, axis=1)
-        means = per_sample.reshape(6, R, -1).mean(axis=2)
+        means = per_sample.reshape(7, R, -1).mean(axis=2)
         mh = 2 * alpha * means[0] / rest if rest > 0 else np.zeros(R)
         qh = 2 * alpha * means[1]
         Vh_hess = 2 * alpha * means[2] / V_eff
@@ -455,33 +444,3 @@ def _with_rows(px, rows: np.ndarray, fix) -> "ProxBatch":
         a[rows] = b
         fields[name] = a
     return ProxBatch(**fields, n_failed=int(np.count_nonzero(fields["failed"])))
-
-
-class MonteCarloWorkspace:
-    """The RQMC channel integrals shared by the SE solves of a sweep.
-
-    The channel side of the SE map depends on (m, q, V, Q0, alpha) alone, not on lam or the
-    learner, and alpha only scales the conjugates: every point of a sweep over one channel
-    integrates over the same draws.  :meth:`channel` hands each solve the same
-    :class:`MonteCarloChannel` (draws made once; its coarse prefix too), so a solve's first
-    proximal solves start warm (guarded, as within a solve) from the previous solve's
-    minimisers on the same points; its counters are reset for every solve.
-    """
-
-    def __init__(self) -> None:
-        self._channels: dict[tuple, MonteCarloChannel] = {}
-
-    def channel(self, channel, mc) -> MonteCarloChannel:
-        """The integrals of ``channel`` with ``mc``'s RQMC settings (a MonteCarloOptions)."""
-        key = (type(channel), repr(channel), mc.log2_n, mc.replicas, mc.seed, mc.warm_start,
-               mc.vhat_form)
-        mcc = self._channels.get(key)
-        if mcc is None:
-            mcc = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
-                                    seed=mc.seed, warm_start=mc.warm_start,
-                                    vhat_form=mc.vhat_form)
-            self._channels[key] = mcc
-        mcc.reset_counters()
-        for prefix in mcc._prefixes.values():
-            prefix.reset_counters()
-        return mcc

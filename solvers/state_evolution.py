@@ -184,7 +184,7 @@ class StateEvolution:
     """
 
     def __init__(self, problem: Problem, mc: MonteCarloOptions | None = None,
-                 finite_d: FiniteSizeOptions | None = None, *, integrals=None, workspace=None):
+                 finite_d: FiniteSizeOptions | None = None, *, integrals=None):
         self.problem = problem
         self.finite_d = finite_d
         #: the task's channel object (a user channel is given to the Task as an instance)
@@ -197,10 +197,9 @@ class StateEvolution:
             from .channel_integrals import MonteCarloChannel
 
             mc = mc or MonteCarloOptions()
-            channel = (workspace.channel(channel, mc) if workspace is not None else
-                       MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
-                                         seed=mc.seed, warm_start=mc.warm_start,
-                                         vhat_form=mc.vhat_form))
+            channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
+                                        seed=mc.seed, warm_start=mc.warm_start,
+                                        vhat_form=mc.vhat_form)
         else:
             mc = None
         self.channel = channel
@@ -547,7 +546,6 @@ def solve_state_evolution(
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
     progress: bool = False,
-    workspace=None,
 ) -> SEResult:
     """Solve the SE fixed point of ``problem`` (docs/theory.md "Fixed point").
 
@@ -583,10 +581,6 @@ def solve_state_evolution(
     exceeds ``RESIDUAL_KURTOSIS_WARN`` (the deterministic equivalent is then
     measurably below finite-d ERM at that d; docs/validation.md).
 
-    ``workspace`` (:class:`~amp_attention.solvers.channel_integrals.MonteCarloWorkspace`):
-    RQMC integrals shared with the other solves of a sweep (same draws, warm prox starts
-    from the previous solve; the phase diagram passes one per sweep).
-
     ``progress``: a progress bar per start on stderr (a terminal only: nothing
     is written into logs or pipes) with the iteration, the residual and the
     iterations still needed at the current rate.
@@ -601,7 +595,7 @@ def solve_state_evolution(
         raise ValueError("spectrum: the predicted spectra come from the deterministic "
                          "equivalent; solve without finite_d for them")
     t0 = time.perf_counter()
-    se = StateEvolution(problem, mc, finite_d, integrals=integrals, workspace=workspace)
+    se = StateEvolution(problem, mc, finite_d, integrals=integrals)
     starts = se.starts()
     if x0 is not None:
         x0 = np.asarray(x0, dtype=float)

@@ -139,29 +139,3 @@ def test_stein_estimate_of_m_hat_agrees_with_the_direct_one_and_is_less_noisy():
     assert stein.n_stein == 1 and stein.n_stein_rejected == 0
     assert abs(d.mean() - s.mean()) <= 4 * math.hypot(se_d, se_s)
     assert se_s < se_d / 3
-
-
-def test_a_workspace_shares_the_draws_and_warm_starts_across_solves():
-    """Solves of a sweep through one MonteCarloWorkspace: the same integrals object (draws
-    made once), the neighbour's fixed point reached as without the workspace (to the fine
-    level's residual), and per-solve counters (reset, not accumulated)."""
-    from dataclasses import replace
-
-    from amp_attention.solvers.channel_integrals import MonteCarloWorkspace
-
-    mc = MonteCarloOptions(log2_n=10, replicas=4, seed=3, coarse_log2_n=8)
-    ws = MonteCarloWorkspace()
-    first = solve_state_evolution(PROBLEM, start="informative", mc=mc, workspace=ws)
-    nxt = replace(PROBLEM, alpha=1.1)
-    x0 = [first.m, first.q, first.V]
-    shared = solve_state_evolution(nxt, x0=x0, mc=mc, workspace=ws)
-    alone = solve_state_evolution(nxt, x0=x0, mc=mc)
-    assert first.converged and shared.converged and alone.converged
-    for k in ("m", "q", "V", "test_error", "train_error"):
-        assert getattr(shared, k) == pytest.approx(getattr(alone, k), rel=1e-4), k
-    assert shared.mc_stderr["test_error"] == pytest.approx(alone.mc_stderr["test_error"], rel=0.05)
-    from amp_attention.channels import channel_for
-
-    integrals = ws.channel(channel_for(nxt.task), mc)
-    assert len(ws._channels) == 1 and integrals.n_evaluated == 0  # reset for the next solve
-    assert integrals.prefix(8) is integrals.prefix(8)

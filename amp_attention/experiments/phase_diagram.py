@@ -39,7 +39,6 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.solvers.channel_integrals import MonteCarloWorkspace
 from amp_attention.solvers.state_evolution import (MonteCarloOptions, same_fixed_point,
                                                    solve_state_evolution, unique_fixed_point)
 
@@ -163,7 +162,6 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     store = point_store(out)
     computed = 0
     done: list[tuple[float, np.ndarray]] = []  # (alpha, fixed point) of the converged points
-    workspace = MonteCarloWorkspace()  # one set of RQMC draws for the whole sweep
     for i in _order(plan, direction):
         key = point_key(j, direction, i)
         rec = store.read(key)
@@ -173,11 +171,11 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
             continue
         problem = plan.at(i, j)
         if done:  # same target along the grid: a fixed point is a valid start
-            r = _continued(problem, plan, done, plan.alphas[i], workspace)
+            r = _continued(problem, plan, done, plan.alphas[i])
         else:
             r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
                                       start="informative" if direction == "up" else "uninformative",
-                                      finite_size_check=False, workspace=workspace)
+                                      finite_size_check=False)
         rec = {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i], "lam": plan.lams[j],
                **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
                "status": r.summary, "iterations": r.iterations, "residual": r.residual,
@@ -189,14 +187,12 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
     return computed
 
 
-def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: float,
-               workspace: MonteCarloWorkspace | None = None):
+def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: float):
     """The SE at ``alpha`` from its neighbours' fixed points: the line through the last
     two (first-order continuation: the start is O(h^2) off instead of O(h), which saves
     about a third of the iterations), or the last one alone (also when the line's point
     is not a valid start, or the solve from it fails)."""
-    kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False,
-              workspace=workspace)
+    kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
     (a1, x1) = done[-1]
     if len(done) == 2:
         a2, x2 = done[0]
