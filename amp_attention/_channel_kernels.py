@@ -585,7 +585,7 @@ def row_softmax_jacobian_batch(U, beta, ka, kb, tau):
 
 # ------------------------------------------------------ convexity certificate
 # 2 max_x x (1 - x)^2 = 8/27 (x = 1/3) and max x (1 - x) = 1/4: the constants of the
-# curvature bound of a softmax row (docs/theory.md section 16.4)
+# curvature bound of a softmax row (docs/theory.md section 16.5)
 _ROW_TERM1 = 8.0 / 27.0
 _ROW_TERM2 = 0.25
 # L = 2: max (1 - 2x)^2 x (1 - x) = 1/16 and max x (1 - x) |1 - 2x| = 1/(6 sqrt 3)
@@ -596,7 +596,7 @@ _PAIR_TERM2 = 1.0 / (6.0 * math.sqrt(3.0))
 @njit(cache=True)
 def softmax_curvature_bound(y, par, L):
     """c >= -lambda_min of the Hessian in u of l(y, h(u)) = 1/2 ||y - softmax_rows(beta h)||^2,
-    for every u (docs/theory.md section 16.4).  Per row a, with p = softmax(z_a), r = p - y_a,
+    for every u (docs/theory.md section 16.5).  Per row a, with p = softmax(z_a), r = p - y_a,
     the Hessian in z is J^T J + sum_b r_b p_b [(e_b - p)(e_b - p)^T - J], J = diag p - p p^T,
     whose negative part is at most
       L = 2:  2 (1/16 + |y_a1 - y_a2| / (6 sqrt 3))            (p_2 = 1 - p_1),

@@ -389,7 +389,7 @@ class MonteCarloChannel:
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]
         g = px.g_out
-        per_sample = np.empty((7, omega.shape[0]))
+        per_sample = np.empty((6, omega.shape[0]))
         per_sample[0] = np.sum(g * (ustar - slope * omega), axis=1)
         per_sample[1] = np.sum(g * g, axis=1)
         per_sample[2] = px.trace_term
@@ -399,7 +399,7 @@ class MonteCarloChannel:
         # the label: each is an independent fresh sample's student field)
         resid = y - ch.outputs(ch.h_from_u(omega))
         per_sample[5] = np.sum(resid * resid, axis=1)
-        means = per_sample.reshape(7, R, -1).mean(axis=2)
+        means = per_sample.reshape(6, R, -1).mean(axis=2)
         mh = 2 * alpha * means[0] / rest if rest > 0 else np.zeros(R)
         qh = 2 * alpha * means[1]
         Vh_hess = 2 * alpha * means[2] / V_eff
