@@ -96,9 +96,9 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 def atomic_write_json(path: Path | str, obj: Any, *, indent: int | None = None) -> None:
     """Write ``obj`` as strict JSON to ``path`` atomically: NaN and infinities become
     ``null`` (JSON has neither), numpy values plain numbers."""
-    from .jsonsafe import json_safe
+    from .jsonsafe import strict_dumps
 
-    atomic_write_text(path, json.dumps(json_safe(obj), indent=indent, allow_nan=False))
+    atomic_write_text(path, strict_dumps(obj, indent=indent))
 
 
 def atomic_write_csv(path: Path | str, header: Sequence[str], rows: Iterable[Sequence[Any]], *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -25,6 +26,12 @@ def json_safe(obj: Any) -> Any:
         x = float(obj)
         return x if math.isfinite(x) else None
     return obj
+
+
+def strict_dumps(obj: Any, **kw: Any) -> str:
+    """Strict JSON text of ``obj`` (:func:`json_safe`: NaN and infinities as null, numpy
+    values plain); ``kw`` goes to :func:`json.dumps` (e.g. ``indent``)."""
+    return json.dumps(json_safe(obj), allow_nan=False, **kw)
 
 
 def as_float(value: Any) -> float:

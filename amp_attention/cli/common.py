@@ -7,13 +7,12 @@ The problem flags are in :mod:`.problem`, the execution flags and size guards in
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..jsonsafe import json_safe as _plain
+from ..jsonsafe import strict_dumps
 from ..penalties.registry import penalty_class
 
 
@@ -194,8 +193,8 @@ def check_min_int(flag: str, value: int, minimum: int) -> None:
         raise CLIError(f"argument {flag}: must be an integer >= {minimum}, got {value!r}")
 
 
-def dumps(obj: Any, **kw: Any) -> str:
-    return json.dumps(_plain(obj), allow_nan=False, **kw)
+#: strict JSON text (one serialiser for the CLI and the experiments)
+dumps = strict_dumps
 
 
 def fmt(v: Any) -> str:

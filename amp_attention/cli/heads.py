@@ -16,12 +16,12 @@ Bad input raises ValueError("argument --flag: ...") which the top-level
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import json_safe as _plain
+from ..jsonsafe import strict_dumps
 from ..progress import progress_bar as _progress
 from .common import given
 from .execution import execution
@@ -70,7 +70,7 @@ def _out_dir(args: argparse.Namespace, mode: str) -> Path:
 def _write(out: Path, mode: str, payload: dict, header: list[str], rows: list[list]) -> None:
     # a write that fails is cli.main's one line "cannot write <file>: <reason>"
     atomic_write_text(out / f"heads_{mode}.json",
-                      json.dumps(_plain(payload), indent=1, allow_nan=False) + "\n")
+                      strict_dumps(payload, indent=1) + "\n")
     atomic_write_csv(out / f"heads_{mode}.csv", header, _plain(rows))
 
 
@@ -121,7 +121,7 @@ def _sim_params(args: argparse.Namespace, task, kernel) -> dict:
 
 def _emit(args: argparse.Namespace, payload: dict, out: Path, mode: str, table: str) -> None:
     if args.json:
-        print(json.dumps(_plain(payload), indent=1, allow_nan=False))
+        print(strict_dumps(payload, indent=1))
     else:
         print(table)
         print(f"wrote {out / f'heads_{mode}.json'}, .csv and .{args.format}", file=sys.stderr)
@@ -178,7 +178,7 @@ def cmd_hdi(args: argparse.Namespace) -> int:
         plot_overlaps(overlaps, figure_path(out / "heads_hdi.png", args),
                       title=f"HDI = {hdi:.4f} ({args.normalise}), H = {H}, d_k = {d_k}")
     if args.json:
-        print(json.dumps(_plain(payload), indent=1, allow_nan=False))
+        print(strict_dumps(payload, indent=1))
         return 0
     print(f"H = {H} heads, d_model = {d_model}, d_k = {d_k}, normalise = {args.normalise}")
     print(f"HDI = {hdi:.6f}")

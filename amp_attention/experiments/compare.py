@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import dataclasses
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from ..files import atomic_write_csv, atomic_write_text
-from ..jsonsafe import json_safe
+from ..jsonsafe import strict_dumps
 from ..progress import progress_bar
 from ..runner import Checkpoints, run_checkpointed
 from ..spec import Problem
@@ -145,8 +144,8 @@ def run_compare_experiment(plan: ComparePlan, out: Path, *, figure_format: str =
     atomic_write_csv(out / "compare.csv", header,
                      [[cell("; ".join(r[k]) if k == "warnings" else r[k]) for k in header]
                       for r in rows],
-                     preamble="# " + _json({"params": params}) + "\n")
-    atomic_write_text(out / "compare.json", _json({"params": params, "rows": rows},
+                     preamble="# " + strict_dumps({"params": params}) + "\n")
+    atomic_write_text(out / "compare.json", strict_dumps({"params": params, "rows": rows},
                                                   indent=1) + "\n")
     from .. import plotting
 
@@ -155,7 +154,3 @@ def run_compare_experiment(plan: ComparePlan, out: Path, *, figure_format: str =
                           title=title)
     return CompareRun(rows, thresholds)
 
-
-def _json(obj: Any, **kw: Any) -> str:
-    """Strict JSON text of ``obj`` (NaN and infinities as null)."""
-    return json.dumps(json_safe(obj), allow_nan=False, **kw)

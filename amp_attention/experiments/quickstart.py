@@ -11,7 +11,6 @@ directory, :func:`run_quickstart` writes quickstart.csv, quickstart.json and the
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from amp_attention.solvers.thresholds import interpolation_threshold
 
 from ..erm import ERMStatistics, erm_statistics
 from ..files import atomic_write_csv, atomic_write_text
-from ..jsonsafe import json_safe
+from ..jsonsafe import strict_dumps
 from ..progress import progress_bar
 from ..spec import Learner, Problem, Task, WishartTarget
 
@@ -180,8 +179,8 @@ def _write_quickstart(out: Path, res: QuickstartResult, erm: bool, figure_format
     }
     _write_csv(out / "quickstart.csv", se_rows, erm_rows, bayes_rows, cell)
     atomic_write_text(out / "quickstart.json",
-                      json.dumps(json_safe({"params": params, "se": se_rows, "erm": erm_rows,
-                                            "bayes": bayes_rows}), indent=1, allow_nan=False)
+                      strict_dumps({"params": params, "se": se_rows, "erm": erm_rows,
+                                   "bayes": bayes_rows}, indent=1)
                       + "\n")
     erm_plot = None
     if erm_rows:
