@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,32 @@ def test_an_interrupt_swallowed_where_it_landed_still_ends_the_command(monkeypat
     assert one_line(capsys.readouterr().err) == INTERRUPTED
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert sys.unraisablehook is hook
+
+
+def test_an_interrupt_printed_and_swallowed_by_compiled_code_prints_one_line(monkeypatch,
+                                                                          capsys) -> None:
+    """Cython's noexcept functions (scipy's Sobol initialisation reading its direction
+    numbers) report an exception they cannot raise through sys.excepthook (the full
+    traceback) and then sys.unraisablehook, and swallow it: a Ctrl-C landing there must not
+    print a traceback before the one interrupt line."""
+    def cython_noexcept_then_works(args):
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt as exc:  # what __Pyx_WriteUnraisable(full_traceback) does
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+            sys.unraisablehook(types.SimpleNamespace(exc_type=type(exc), exc_value=exc,
+                                                     exc_traceback=exc.__traceback__,
+                                                     err_msg=None, object=None))
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 10:
+            time.sleep(0.01)
+        return 0
+
+    _fake_se(monkeypatch, cython_noexcept_then_works)
+    hook = sys.excepthook
+    assert main(["se"]) == 130
+    assert one_line(capsys.readouterr().err) == INTERRUPTED
+    assert sys.excepthook is hook
 
 
 def test_an_interrupt_swallowed_before_the_command_returned(monkeypatch, capsys) -> None:

@@ -64,7 +64,9 @@ class InterruptGuard:
       weakref callback of the import lock, where Python prints "Exception ignored")
       would let the command run on: while the interrupt is not handled, it is sent
       again to the main thread every RESEND seconds, and the "Exception ignored"
-      report of a KeyboardInterrupt is not printed.
+      report of a KeyboardInterrupt is not printed -- neither through
+      sys.unraisablehook nor through sys.excepthook, which Cython's noexcept functions
+      call first to print the full traceback (scipy's Sobol initialisation is one).
 
     :meth:`stop` (when main handles it) turns the handler into a no-op; :meth:`uninstall`
     restores the previous handler.
@@ -84,6 +86,7 @@ class InterruptGuard:
         self._resender: Any = None
         self._old_handler: Any = None
         self._old_hook: Any = None
+        self._old_excepthook: Any = None
 
     def install(self) -> "InterruptGuard":
         import signal
@@ -94,6 +97,8 @@ class InterruptGuard:
             self._old_handler = signal.signal(signal.SIGINT, self._handler)
             self._old_hook = sys.unraisablehook
             sys.unraisablehook = self._unraisable
+            self._old_excepthook = sys.excepthook
+            sys.excepthook = self._excepthook
             self._installed = True
         return self
 
@@ -129,6 +134,11 @@ class InterruptGuard:
         if self.received and isinstance(unraisable.exc_value, KeyboardInterrupt):
             return  # swallowed where it landed: _resend raises it again
         self._old_hook(unraisable)
+
+    def _excepthook(self, exc_type, exc_value, tb) -> None:
+        if self.received and isinstance(exc_value, KeyboardInterrupt):
+            return  # printed by code that then swallows it: _resend raises it again
+        self._old_excepthook(exc_type, exc_value, tb)
 
     @contextlib.contextmanager
     def raising(self):
@@ -166,6 +176,7 @@ class InterruptGuard:
             # one: the no-op), then restores the previous handler
             signal.signal(signal.SIGINT, self._old_handler)
             sys.unraisablehook = self._old_hook
+            sys.excepthook = self._old_excepthook
 
 
 def check_environment(environ=None) -> None:
