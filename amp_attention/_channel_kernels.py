@@ -941,8 +941,9 @@ def prox_batch(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, Uprev, warm):
 
 
 # newton_batch runs once per SE evaluation (the centres of the V_hat control variate), so
-# it is parallel like the prox; a user channel's copy is compiled serial (_PARALLEL), as is
-# starts_batch, a diagnostics driver (a parallel loop costs seconds of compilation).
+# it is parallel like the prox (a user channel's copy splits its rows over threads instead,
+# see _rebind); starts_batch is a diagnostics driver, serial (a parallel loop costs
+# seconds of compilation).
 @njit(cache=True, parallel=True)
 def newton_batch(Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize):
     """Single-start Newton from U0 (n, K): (U, F, status)."""
@@ -1019,17 +1020,19 @@ def loss_grad_h_batch(Y, H, par):
 
 
 _TEMPLATES = ("_newton", "_prox_one", "_prox_result", "_start_weak", "_prox_chunk", "_newton_chunk",
-              "_starts_chunk", "prox_batch", "newton_batch", "starts_batch", "loss_grad_hess_one",
-              "hessian_batch")
-_PARALLEL = ("prox_batch", "hessian_batch")
+              "_starts_chunk", "starts_batch", "loss_grad_hess_one")
 
 
 def _rebind(evalf, startf) -> dict:
-    """Copies of the Newton and batch functions calling ``evalf``/``startf``.
+    """Copies of the Newton and chunk functions calling ``evalf``/``startf``, and the batch
+    drivers ``prox_batch`` and ``newton_batch`` over them.
 
     ``startf=None`` selects the generic start :func:`_start_weak`.  The copies
     share one globals namespace, so they call each other; they are compiled on
-    first use and not cached (they depend on the user's closures).
+    first use and not cached (they depend on the user's closures).  They are compiled
+    serial and without the GIL, and the batch drivers split the rows over Python threads
+    (:func:`_threaded_rows`): a Numba parallel loop would cost every user channel about
+    6 s more compilation in each process, for the same speed.
     """
     ns = dict(globals())
     ns["_evalf"] = evalf
@@ -1038,9 +1041,58 @@ def _rebind(evalf, startf) -> dict:
         py = globals()[name].py_func
         fn = types.FunctionType(py.__code__, ns, py.__name__, py.__defaults__, py.__closure__)
         fn.__doc__ = py.__doc__
-        ns[name] = njit(parallel=name in _PARALLEL)(fn)
+        ns[name] = njit(nogil=True)(fn)
     ns["_startf"] = ns["_start_weak"] if startf is None else startf
+    prox_chunk, newton_chunk = ns["_prox_chunk"], ns["_newton_chunk"]
+
+    def prox_batch_threaded(Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, Uprev, warm):
+        """:func:`prox_batch` with the rows split over threads."""
+        n, K = Omega.shape
+        out = (np.empty((n, K)), np.empty((n, K)), np.empty(n), np.empty(n),
+               np.empty(n, dtype=np.bool_), np.empty((n, 4, K)))
+        uhat, gout, trace, obj, failed, Uend = out
+        _threaded_rows(n, lambda lo, hi: prox_chunk(
+            lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize, uhat, gout, trace, obj,
+            failed, Uprev, warm, Uend))
+        return out
+
+    def newton_batch_threaded(Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize):
+        """:func:`newton_batch` with the rows split over threads."""
+        n, K = Omega.shape
+        U, F, status = np.empty((n, K)), np.empty(n), np.empty(n, dtype=np.int64)
+        _threaded_rows(n, lambda lo, hi: newton_chunk(
+            lo, hi, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize, U, F, status))
+        return U, F, status
+
+    ns["prox_batch"], ns["newton_batch"] = prox_batch_threaded, newton_batch_threaded
     return ns
+
+
+#: row blocks per thread of :func:`_threaded_rows`: rows differ in cost (a multi-start prox
+#: against a certified single run), so each thread takes several blocks in turn
+_BLOCKS_PER_THREAD = 8
+
+
+def _threaded_rows(n: int, run_rows) -> None:
+    """``run_rows(lo, hi)`` (a nogil kernel writing rows lo..hi-1 of shared outputs) over all
+    n rows, on as many threads as Numba may use (amp_attention.threads sets that)."""
+    from numba import get_num_threads
+
+    workers = min(get_num_threads(), max(1, n // _CHUNK))
+    if workers <= 1:
+        run_rows(0, n)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    edges = np.linspace(0, n, workers * _BLOCKS_PER_THREAD + 1).astype(np.int64)
+    blocks = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="amp-attention-rows")
+    try:
+        for f in [pool.submit(run_rows, a, b) for a, b in blocks]:
+            f.result()
+    finally:
+        # an interrupt or an error: do not wait for the blocks not yet started
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 # ---------------------------------------------------- user-defined channels
@@ -1162,27 +1214,32 @@ def make_custom_kernels(g, jac, start, L: int, M: int) -> dict:
             for k in range(u0.size):
                 u0[k] = s[k]
 
-    @njit(parallel=True)
-    def outputs(H):
-        n = H.shape[0]
-        out = np.empty((n, M))
-        for i in prange(n):
+    @njit(nogil=True)
+    def _outputs_rows(lo, hi, H, out):
+        for i in range(lo, hi):
             gv = g(np.ascontiguousarray(H[i]))
             for m in range(M):
                 out[i, m] = gv[m]
+
+    @njit(nogil=True)
+    def _loss_grad_h_rows(lo, hi, Y, H, loss, G):
+        for i in range(lo, hi):
+            loss[i] = _loss_G(np.ascontiguousarray(H[i]), Y[i], G[i])
+
+    # rows over threads as in _rebind (no Numba parallel loop to compile per channel)
+    def outputs(H):
+        out = np.empty((H.shape[0], M))
+        _threaded_rows(H.shape[0], lambda lo, hi: _outputs_rows(lo, hi, H, out))
         return out
 
-    @njit(parallel=True)
     def loss_grad_h(Y, H):
         n = H.shape[0]
-        loss = np.empty(n)
-        G = np.empty((n, L, L))
-        for i in prange(n):
-            loss[i] = _loss_G(np.ascontiguousarray(H[i]), Y[i], G[i])
+        loss, G = np.empty(n), np.empty((n, L, L))
+        _threaded_rows(n, lambda lo, hi: _loss_grad_h_rows(lo, hi, Y, H, loss, G))
         return loss, G
 
     ns = _rebind(evalf, startf)
     out = {name: ns[name] for name in ("prox_batch", "newton_batch", "starts_batch",
-                                       "loss_grad_hess_one", "hessian_batch")}
+                                       "loss_grad_hess_one")}
     out.update(outputs=outputs, loss_grad_h=loss_grad_h, jac=jacf, evalf=evalf)
     return out

@@ -95,3 +95,28 @@ def test_erm_gamp_and_adam_on_data_reproduce_the_builtin_channel(problems):
     assert a_user.iterations == a_ref.iterations
     assert np.allclose(a_user.eigenvalues_S, a_ref.eigenvalues_S, rtol=0, atol=1e-8)
     assert a_user.loss == pytest.approx(a_ref.loss, rel=1e-10)
+
+
+def test_threaded_batch_drivers_do_not_depend_on_the_thread_count(problems):
+    """A user channel's prox, Newton and outputs split their rows over Numba's thread count
+    (Python threads over nogil kernels): every row is the same on 1 thread and on 2."""
+    from numba import get_num_threads, set_num_threads
+
+    ch = problems[0].task.channel
+    rng = np.random.default_rng(0)
+    n = 1000  # not a multiple of the blocks
+    u = rng.standard_normal((n, ch.K))
+    om = u + 0.7 * rng.standard_normal((n, ch.K))
+    y = ch.sample_labels(ch.h_from_u(u), rng)
+    old = get_num_threads()
+    runs = []
+    try:
+        for threads in (1, min(2, old)):
+            set_num_threads(threads)
+            px = ch.prox_batch(y, om, 0.8)
+            runs.append((px.uhat, px.objective, ch.newton_from(y, om, 0.8, om)[0],
+                         ch.outputs(ch.h_from_u(om))))
+    finally:
+        set_num_threads(old)
+    for a, b in zip(*runs):
+        assert np.array_equal(a, b)

@@ -23,7 +23,9 @@ data-consistent point comes from ``start(y, omega) -> float64[:]`` (K
 u-coordinates) when given; otherwise it is the point reached by Newton from
 omega on the weakly regularised problem l + ||u - omega||^2 / (2 * 100 V).
 
-The kernels are compiled for each channel object, on first use.
+The kernels are compiled for each channel object, on first use (about 9 s for the prox
+chain), serial and without the GIL; the batch drivers split their rows over as many
+threads as Numba may use.
 """
 
 from __future__ import annotations
