@@ -623,6 +623,15 @@ def softmax_curvature_bound(y, par, L):
 
 
 @njit(cache=True)
+def softmax_curvature_bound_max(Y, par, L):
+    """max over the rows of Y of :func:`softmax_curvature_bound`."""
+    c = 0.0
+    for i in range(Y.shape[0]):
+        c = max(c, softmax_curvature_bound(Y[i], par, L))
+    return c
+
+
+@njit(cache=True)
 def _certify_builtin(y, V, par, ka, kb, tau):
     """True when F(u) = l(y, h(u)) + sum_k (u_k - omega_k)^2 / (2 V_k) is strictly convex in u
     for every omega: min_k 1/V_k above the curvature bound of the loss (softmax only; the
@@ -990,6 +999,79 @@ def hessian_batch(Y, U, par, ka, kb, tau, wsize):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             _evalf(U[i], Y[i], par, ka, kb, tau, 2, work, grad, H[i])
     return H
+
+
+@njit(cache=True, nogil=True)
+def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, G, CV):
+    K = Omega.shape[1]
+    work = np.empty(wsize)
+    grad = np.empty(K)
+    M = np.empty((K, K))
+    C = np.empty((K, K))
+    x = np.empty(K)
+    e = np.empty(K)
+    u = np.empty(K)
+    for i in range(lo, hi):
+        for k in range(K):
+            u[k] = Omega[i, k]
+        pd = True
+        for it in range(steps):
+            _evalf(u, Y[i], par, ka, kb, tau, 2, work, grad, M)
+            # Newton on F = l + |u - omega|^2 / (2V): V grad F = V grad l + u - omega,
+            # V Hess F = I + V H
+            for a in range(K):
+                for b in range(K):
+                    M[a, b] *= V
+                M[a, a] += 1.0
+                grad[a] = V * grad[a] + u[a] - Omega[i, a]
+            if not _cholesky(M, 0.0, C):
+                pd = False
+                break
+            _chol_solve_neg(C, grad, x)
+            for k in range(K):
+                u[k] += x[k]
+        if not pd:
+            # I + V H not positive definite: the first-order step from omega, no Jacobian
+            _evalf(Omega[i], Y[i], par, ka, kb, tau, 2, work, grad, M)
+            for k in range(K):
+                G[i, k] = -grad[k]
+            if want_cv:
+                CV[i] = 0.0
+            continue
+        for k in range(K):
+            G[i, k] = (u[k] - Omega[i, k]) / V
+        if want_cv:
+            _chol_solve_neg(C, Eta[i], x)
+            quad = 0.0
+            ee = 0.0
+            for k in range(K):
+                quad -= Eta[i, k] * x[k]
+                ee += Eta[i, k] * Eta[i, k]
+            tr = 0.0
+            for k in range(K):
+                for a in range(K):
+                    e[a] = 0.0
+                e[k] = 1.0
+                _chol_solve_neg(C, e, x)
+                tr -= x[k]
+            CV[i] = (quad - tr - (ee - K)) / V
+
+
+def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv):
+    """``steps`` Newton iterations of the prox objective F(u) = l(y, u) + ||u - omega||^2 / (2V)
+    from u = omega, per row (built-in channels; docs/theory.md 16.6): G = (u_steps - omega)/V,
+    the control variate's output function (one step: -(I + V H)^-1 grad l at omega); where
+    I + V H is not positive definite on the way, G = -grad l(omega).  With ``want_cv`` also
+    CV = eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V with H at the last step's base point
+    (0 where not positive definite), for the rows of ``Eta``.  Rows split over threads
+    (:func:`_threaded_rows`; no parallel loop to compile)."""
+    n, K = Omega.shape
+    G = np.empty((n, K))
+    CV = np.empty(n if want_cv else 0)
+    _threaded_rows(n, lambda lo, hi: _newton_step_chunk(lo, hi, Y, Omega, Eta, float(V),
+                                                        int(steps), par, ka, kb, tau, wsize,
+                                                        bool(want_cv), G, CV))
+    return G, CV
 
 
 @njit(cache=True, parallel=True)

@@ -115,7 +115,7 @@ def run_goals(args, label: str) -> None:
               flush=True)
     for L, alpha, log2n in ((3, "0.5", args.log2n_L3), (5, "0.1", args.log2n_L5)):
         tL, rL = se_point(["--L", str(L), "--alpha", alpha, "--mc-log2n", str(log2n),
-                           "--mc-coarse-log2n", str(log2n - 4)], 1)
+                           "--mc-coarse-log2n", str(log2n - 3)], 1)
         eL = rel_test_error(rL)
         print(f"3. L = {L} point (alpha {alpha}, 2^{log2n} x 8): {tL:.2f} s = {tL / t2:.2f} "
               f"L = 2 points (target <= 4); rel. MC error of the test error {eL:.1e} "
@@ -127,8 +127,8 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3, help="repeats of the L = 2 point (median)")
     p.add_argument("--big", action="store_true", help="also the 32 x 32 diagram (~15 min)")
     p.add_argument("--no-neighbour", action="store_true", help="idle only")
-    p.add_argument("--log2n-L3", type=int, default=12, help="--mc-log2n of the L = 3 point")
-    p.add_argument("--log2n-L5", type=int, default=11, help="--mc-log2n of the L = 5 point")
+    p.add_argument("--log2n-L3", type=int, default=11, help="--mc-log2n of the L = 3 point")
+    p.add_argument("--log2n-L5", type=int, default=12, help="--mc-log2n of the L = 5 point")
     args = p.parse_args()
     run_goals(args, "idle")
     if not args.no_neighbour:

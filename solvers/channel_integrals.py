@@ -39,7 +39,11 @@ The standard normals (u*/sqrt Q0, eta, eta0, noise) are drawn ONCE from scramble
 Sobol sequences -- common random numbers across SE iterations, so that the SE
 map (m, q, V) -> hats is a deterministic, smooth function and a fixed point
 exists -- in ``replicas`` independent scramblings; the spread over replicas gives
-the standard error of each field at fixed overlaps.  How that noise moves the
+the standard error of each field at fixed overlaps.  The test errors of the reported point
+need no prox: they are averaged over a separate, larger test-only sample set
+(``MonteCarloChannel.test_fields``; u* and omega | u* drawn directly, independent
+scramblings), where the SE iteration itself uses those of its own samples.  How that noise
+moves the
 fixed point itself is propagated by amp_attention.solvers.state_evolution (delta method over
 the replicas, ``propagated_mc_stderr``).
 """
@@ -146,6 +150,64 @@ def channel_draws(K: int, noise_dim: int, log2_n: int, replicas: int, seed: int)
     return GaussianDraws(g[..., :K], g[..., K:2 * K], g[..., 2 * K:3 * K], g[..., 3 * K:])
 
 
+#: the test-only sample set (MonteCarloChannel.test_fields): by default 2^TEST_LOG2_N_EXTRA
+#: times the SE's own samples, at most 2^TEST_LOG2_N_MAX per replica and TEST_DRAW_BUDGET
+#: bytes of draws
+TEST_LOG2_N_EXTRA = 3
+TEST_LOG2_N_MAX = 16
+TEST_DRAW_BUDGET = 64 * 2**20
+
+
+def test_draw_dimension(channel) -> int:
+    """Gaussian coordinates per test-only sample: u* and omega's own spread (K each) and the
+    label noise (noise_dim)."""
+    return 2 * channel.K + channel.noise_dim
+
+
+#: the control variate's own samples (MonteCarloChannel.step_log2_n): by default 2^3 times
+#: the SE's own, at most 2^STEP_LOG2_N_MAX per replica and STEP_DRAW_BUDGET bytes of draws
+STEP_LOG2_N_EXTRA = 3
+STEP_LOG2_N_MAX = 16
+STEP_DRAW_BUDGET = 128 * 2**20
+
+
+def auto_step_log2_n(channel, replicas: int, log2_n: int) -> int:
+    """log2 of the control variate's samples per replica chosen by default (0: the channel
+    has no ``newton_step`` or no convexity certificate ``convex_below``): the largest k <= min(log2_n + STEP_LOG2_N_EXTRA,
+    STEP_LOG2_N_MAX) whose draws (draw_bytes) fit STEP_DRAW_BUDGET, at least log2_n."""
+    from amp_attention.channels.base import optional_member
+
+    if optional_member(channel, "newton_step") is None or optional_member(
+            channel, "convex_below") is None:
+        return 0
+    k = min(log2_n + STEP_LOG2_N_EXTRA, STEP_LOG2_N_MAX)
+    while k > log2_n and draw_bytes(channel, k, replicas) > STEP_DRAW_BUDGET:
+        k -= 1
+    return k
+
+
+def check_test_draw_size(channel, test_log2_n: int, replicas: int) -> None:
+    """Refuse a test-only sample set whose draws do not fit in memory (naming test_log2_n)."""
+    from amp_attention.resources import gib, memory_shortfall
+
+    need = 8 * replicas * 2**test_log2_n * test_draw_dimension(channel)
+    why = memory_shortfall(need)
+    if why:
+        raise ValueError(f"test_log2_n = {test_log2_n}: the test-only samples hold {replicas} "
+                         f"replicas x 2^{test_log2_n} samples x {test_draw_dimension(channel)} "
+                         f"coordinates ({gib(need)}) and {why}; lower test_log2_n")
+
+
+def auto_test_log2_n(channel, replicas: int, log2_n: int) -> int:
+    """log2 of the test-only samples per replica chosen by default: the largest k <=
+    min(log2_n + TEST_LOG2_N_EXTRA, TEST_LOG2_N_MAX) whose draws (replicas x 2^k x
+    test_draw_dimension doubles) fit TEST_DRAW_BUDGET (at least 2^4)."""
+    k = min(log2_n + TEST_LOG2_N_EXTRA, TEST_LOG2_N_MAX)
+    while k > 4 and 8 * replicas * 2**k * test_draw_dimension(channel) > TEST_DRAW_BUDGET:
+        k -= 1
+    return k
+
+
 @dataclass(frozen=True)
 class PairedSamples:
     """The samples of every replica at overlaps (m, q), replica-major: row block r of
@@ -208,8 +270,13 @@ class MonteCarloChannel:
 
     def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
                  draws: GaussianDraws | None = None, warm_start: bool = False,
-                 vhat_form: str = "by_parts"):
+                 vhat_form: str = "by_parts", test_log2_n: int | None = 0,
+                 step_log2_n: int | None = 0):
         self.channel = channel
+        self._seed = seed
+        self._test_set: tuple | None = None
+        self._test_cache: tuple | None = None
+        self._step_set: tuple | None = None
         if vhat_form not in VHAT_FORMS:
             raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
         #: "by_parts" (default; counts the jumps of the prox minimiser) or "hessian" (the
@@ -219,6 +286,25 @@ class MonteCarloChannel:
             check_draw_size(channel, log2_n, replicas)
         self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
                       if draws is None else draws)
+        #: log2 of the test-only samples per replica (test_fields); 0: none, the test
+        #: errors come from the SE's own samples; None: auto_test_log2_n
+        self.test_log2_n = (auto_test_log2_n(channel, self.draws.replicas, self.log2_n)
+                            if test_log2_n is None else int(test_log2_n))
+        if self.test_log2_n and self.test_log2_n < 4:
+            raise ValueError(f"test_log2_n must be 0 (no test-only samples) or >= 4, "
+                             f"got {test_log2_n!r}")
+        if test_log2_n:
+            check_test_draw_size(channel, self.test_log2_n, self.draws.replicas)
+        #: log2 of the samples per replica of the Newton-step control variate (docs/theory.md
+        #: 16.6; 0: none; None: auto_step_log2_n): m_hat, q_hat and V_hat are its mean on
+        #: these samples plus the mean of (prox term - its term) on the SE's own samples
+        self.step_log2_n = (auto_step_log2_n(channel, self.draws.replicas, self.log2_n)
+                            if step_log2_n is None else int(step_log2_n))
+        if self.step_log2_n:
+            if self.step_log2_n < 2:
+                raise ValueError(f"step_log2_n must be 0 (no control variate) or >= 2, "
+                                 f"got {step_log2_n!r}")
+            check_draw_size(channel, self.step_log2_n, self.draws.replicas)
         self.last_stderr: dict[str, float] = {}
         self.last_replicas = np.empty((0, len(SE_FIELDS)))
         self.n_failed = 0
@@ -242,6 +328,12 @@ class MonteCarloChannel:
     #: centre's spread): smaller theta lowers the variance of the smooth part of the
     #: V_hat estimator, larger theta that of its jump part (docs/theory.md section 16.2)
     THETA = 0.25
+    #: theta of the control variate's own samples: any theta gives exact samples of omega | u*
+    #: and an exact integration by parts; the step is smooth, so a narrow pair turns its
+    #: by-parts term into eta^T (dG/domega) eta, which the centre's term nearly cancels
+    STEP_THETA = 0.01
+    #: Newton iterations of the control variate's output function from omega
+    STEP_ITERATIONS = 2
 
     @property
     def log2_n(self) -> int:
@@ -326,13 +418,46 @@ class MonteCarloChannel:
         return px
 
     def test_error_at(self, m: float, q: float, Q0: float) -> float:
-        """E||g(h(u*)) - g(h(omega))||^2 at overlaps (m, q) alone (no proximal solves),
-        on the same draws as :meth:`se` (common random numbers: smooth in m, q)."""
+        """E||g(h(u*)) - g(h(omega))||^2 at overlaps (m, q) alone (no proximal solves): on the
+        test-only samples where there are some (the reported test error's, :meth:`test_fields`),
+        else on the draws of :meth:`se` (common random numbers either way: smooth in m, q)."""
         if not (q > 0 and math.isfinite(q)):
             raise ValueError(f"test_error_at needs q > 0, got q={q!r}")
         overlap_split(m, q, Q0)  # the overlaps' constraint, named
+        if self.test_log2_n:
+            return float(self.test_fields(m, q, Q0)[:, 0].mean())
         smp = paired_samples(self.draws, m, q, Q0, self.THETA)
         return float(np.mean(smp.per_replica(self.channel.test_terms(smp.ustar, smp.omega))))
+
+    def test_fields(self, m: float, q: float, Q0: float) -> np.ndarray | None:
+        """Per replica (rows) the test error E||g(h(u*)) - g(h(omega))||^2 and the noisy one
+        E||y - g(h(omega))||^2 at overlaps (m, q) on the test-only samples (no prox:
+        2^test_log2_n per replica, scrambled independently of the SE's own samples), shape
+        (replicas, 2); None without a test-only set (test_log2_n = 0)."""
+        if not self.test_log2_n:
+            return None
+        key = (m, q, Q0)
+        if self._test_cache is not None and self._test_cache[0] == key:
+            return self._test_cache[1]
+        overlap_split(m, q, Q0)  # the overlaps' constraint, named
+        ch = self.channel
+        R = self.draws.replicas
+        if self._test_set is None or self._test_set[0] != Q0:
+            K = ch.K
+            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R,
+                              np.random.SeedSequence([self._seed, 1]).generate_state(1)[0])
+            ustar = math.sqrt(Q0) * g[..., :K].reshape(-1, K)
+            noise = g[..., 2 * K:].reshape(ustar.shape[0], -1)
+            y = ch.labels_from_noise(ch.h_from_u(ustar), noise)
+            self._test_set = (Q0, ustar, np.ascontiguousarray(g[..., K:2 * K].reshape(-1, K)), y)
+        _, ustar, z, y = self._test_set
+        c = max(q - m * m / Q0, 0.0) if Q0 > 0 else q
+        omega = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt(c) * z
+        resid = y - ch.outputs(ch.h_from_u(omega))
+        out = np.column_stack([ch.test_terms(ustar, omega).reshape(R, -1).mean(axis=1),
+                               np.sum(resid * resid, axis=1).reshape(R, -1).mean(axis=1)])
+        self._test_cache = (key, out)
+        return out
 
     def _centre_jacobian_cv(self, y: np.ndarray, smp: PairedSamples, V: float) -> np.ndarray:
         """Per point eta^T A_c eta - tr A_c, A_c = ((I + V H)^-1 - I)/V the prox Jacobian at
@@ -355,15 +480,88 @@ class MonteCarloChannel:
         A = (np.linalg.inv(eye + V * H) - eye) / V
         return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
 
-    def _vhat_by_parts(self, y: np.ndarray, smp: PairedSamples, g: np.ndarray,
-                       alpha: float, V: float) -> np.ndarray:
-        """Per replica -2 alpha E[tr d g_out/d omega] by integration by parts over the pairs
-        (module docstring), which counts the jumps of the prox minimiser."""
+    def _by_parts_terms(self, y: np.ndarray, smp: PairedSamples, g: np.ndarray, V: float,
+                        centre_cv: bool = True) -> np.ndarray:
+        """Per replica E[tr d g_out/d omega] by integration by parts over the pairs (module
+        docstring), which counts the jumps of the prox minimiser (V_hat = -2 alpha times it);
+        ``centre_cv=False``: without the centre's zero-mean control variate."""
         R, N = smp.replicas, smp.n_points
         K = g.shape[1]
         gr = g.reshape(R, 2, N, K)
         X = np.einsum("rni,rni->rn", gr[:, 0] - gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
-        return -2.0 * alpha * (X - self._centre_jacobian_cv(y, smp, V).reshape(R, N)).mean(axis=1)
+        if centre_cv:
+            X = X - self._centre_jacobian_cv(y, smp, V).reshape(R, N)
+        return X.mean(axis=1)
+
+    def _step_terms(self, y: np.ndarray, y1: np.ndarray, smp: PairedSamples, V: float,
+                    slope: float, centre_cv: bool) -> np.ndarray:
+        """Per replica (rows) the control variate's three terms on the samples ``smp``: those
+        of m_hat, q_hat and V_hat by parts with g_out replaced by one Newton step from omega,
+        G = -(I + V H(omega))^-1 grad l(omega), and (``centre_cv``) the centre's zero-mean
+        term with that step's Jacobian (docs/theory.md 16.6); shape (R, 3)."""
+        ch = self.channel
+        G, _ = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS)
+        R, N, K = smp.replicas, smp.n_points, ch.K
+        Gr = G.reshape(R, 2, N, K)
+        X = np.einsum("rni,rni->rn", Gr[:, 0] - Gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
+        if centre_cv:
+            X = X - ch.newton_step(y1, smp.centre, V, smp.eta,
+                                   steps=self.STEP_ITERATIONS)[1].reshape(R, N)
+        cols = [smp.per_replica(np.sum(G * (smp.ustar - slope * smp.omega), axis=1)),
+                smp.per_replica(np.sum(G * G, axis=1)), X.mean(axis=1)]
+        if self.stein:
+            # Stein's form at omega instead of the prox point, a replica at a time (the
+            # Jacobians are M x K per sample); 0 where I + V H(omega) is singular
+            n = smp.omega.shape[0] // R
+            st = np.concatenate([self._stein_terms(y[r * n:(r + 1) * n], smp.omega[r * n:(r + 1) * n],
+                                                   smp.ustar[r * n:(r + 1) * n], V)
+                                 for r in range(R)])
+            cols.append(smp.per_replica(np.where(np.isfinite(st), st, 0.0)))
+        return np.column_stack(cols)
+
+    def _labels(self, draws: GaussianDraws, smp: PairedSamples) -> tuple[np.ndarray, np.ndarray]:
+        """(labels of every sample (2RN, M), labels of every point (RN, M)): the two samples of
+        a point share u* and the noise."""
+        ch = self.channel
+        R, N = smp.replicas, smp.n_points
+        first = smp.ustar.reshape(R, 2, N, ch.K)[:, 0].reshape(R * N, ch.K)
+        y1 = ch.labels_from_noise(ch.h_from_u(first), draws.noise.reshape(R * N, -1))
+        y = np.broadcast_to(y1.reshape(R, 1, N, -1), (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
+        return y, y1
+
+    def _step_samples(self, Q0: float) -> tuple:
+        """(Q0, draws, labels per sample, labels per point, V*) of the control variate's own
+        samples, labels computed once per Q0; V* = the V below which the prox is certified
+        convex for all of them and for the SE's own labels (``convex_below``)."""
+        if self._step_set is None or self._step_set[0] != Q0:
+            R = self.draws.replicas
+            seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
+            draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
+            y, y1 = self._labels(draws, paired_samples(draws, 0.0, 1.0, Q0, self.THETA))
+            own = self._labels(self.draws, paired_samples(self.draws, 0.0, 1.0, Q0, self.THETA))[1]
+            convex_below = self.channel.convex_below
+            self._step_set = (Q0, draws, y, y1, min(convex_below(y1), convex_below(own)))
+        return self._step_set
+
+    def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
+        """:meth:`_step_terms` on the control variate's own samples (2^step_log2_n per replica,
+        scrambled independently of the SE's), labels computed once per Q0."""
+        _, draws, y, y1, _ = self._step_samples(Q0)
+        return self._step_terms(y, y1, paired_samples(draws, m, q, Q0, self.STEP_THETA), V,
+                                slope, centre_cv=True)
+
+    def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray) -> np.ndarray:
+        """Per replica m_hat: Stein's estimate where it is consistent with the direct one
+        (within 4 combined standard errors), else the direct one: with competing prox minima
+        g_out jumps in z and Stein's identity misses the jumps' contribution."""
+        R = direct.size
+        se_d = direct.std(ddof=1) / math.sqrt(R)
+        se_s = stein.std(ddof=1) / math.sqrt(R)
+        self.n_stein += 1
+        if abs(stein.mean() - direct.mean()) <= 4.0 * math.hypot(se_d, se_s):
+            return stein
+        self.n_stein_rejected += 1
+        return direct
 
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
@@ -380,11 +578,8 @@ class MonteCarloChannel:
         ch = self.channel
         R = self.draws.replicas
         smp = paired_samples(self.draws, m, q, Q0, self.THETA)
-        ustar, omega, N = smp.ustar, smp.omega, smp.n_points
-        first = ustar.reshape(R, 2, N, ch.K)[:, 0].reshape(R * N, ch.K)
-        y1 = ch.labels_from_noise(ch.h_from_u(first), self.draws.noise.reshape(R * N, -1))
-        y1r = y1.reshape(R, 1, N, -1)
-        y = np.broadcast_to(y1r, (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
+        ustar, omega = smp.ustar, smp.omega
+        y, y1 = self._labels(self.draws, smp)
         px = self._prox(y, omega, V_eff, R)
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]
@@ -406,22 +601,38 @@ class MonteCarloChannel:
         # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
         # parts in; the smooth part is then the whole derivative
         by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
-        Vh = self._vhat_by_parts(y1, smp, g, alpha, V_eff) if by_parts else Vh_hess
+        # only where the prox is certified convex for every label (docs/theory.md 16.5):
+        # there two Newton steps track it closely and never meet an indefinite Hessian, whose
+        # fallback would make the step discontinuous and the narrow pairs' term explode
+        step = (self.step_log2_n and by_parts and rest > 0
+                and optional_member(ch, "newton_step") is not None
+                and optional_member(ch, "convex_below") is not None
+                and V_eff < self._step_samples(Q0)[4])
+        if step:
+            # two levels (docs/theory.md 16.6): the step's means on its own samples plus the
+            # mean of (prox term - step term) on these, which nearly cancels sample by sample
+            # (no centre term here: any eta-independent one has mean zero, so none is needed
+            # where the difference is this small)
+            vterm = self._by_parts_terms(y1, smp, g, V_eff, centre_cv=False)
+            own = self._step_terms(y, y1, smp, V_eff, slope, centre_cv=False)
+            big = self._step_means(m, q, Q0, V_eff, slope)
+            mh = 2 * alpha * (big[:, 0] + means[0] - own[:, 0]) / rest
+            if self.stein:
+                # Stein's form of m_hat (far less noisy than the direct one) with the step's
+                # Stein form as its control variate, where the two agree (module docstring)
+                stein = smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
+                mh = self._prefer_stein(mh, 2 * alpha * (big[:, 3] + stein - own[:, 3]))
+            qh = 2 * alpha * (big[:, 1] + means[1] - own[:, 1])
+            vterm = big[:, 2] + vterm - own[:, 2]
+        elif by_parts:
+            vterm = self._by_parts_terms(y1, smp, g, V_eff)
+        Vh = -2.0 * alpha * vterm if by_parts else Vh_hess
         forms = np.column_stack([Vh, Vh_hess])
         train, test, test_noisy = means[3], means[4], means[5]
         per = np.column_stack([mh, qh, Vh, train, test, 0.5 * train, test_noisy])
-        if self.stein and rest > 0:
+        if self.stein and rest > 0 and not step:
             mh_stein = 2 * alpha * smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
-            # Use the Stein estimate where it is consistent with the direct one:
-            # with competing prox minima g_out jumps in z and Stein's identity
-            # misses the jumps' contribution.
-            se_d = per[:, 0].std(ddof=1) / math.sqrt(R)
-            se_s = mh_stein.std(ddof=1) / math.sqrt(R)
-            self.n_stein += 1
-            if abs(mh_stein.mean() - per[:, 0].mean()) <= 4.0 * math.hypot(se_d, se_s):
-                per[:, 0] = mh_stein
-            else:
-                self.n_stein_rejected += 1
+            per[:, 0] = self._prefer_stein(per[:, 0], mh_stein)
         mean = per.mean(axis=0)
         err = per.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
         self.last_stderr = dict(zip(SE_FIELDS, (float(e) for e in err)))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -155,19 +155,35 @@ class MonteCarloOptions:
     (:class:`~amp_attention.solvers.channel_integrals.MonteCarloChannel`).
     """
 
-    #: 2^13 x 8 with the coarse level at 2^9: relative Monte-Carlo error of the test error
-    #: 4e-4 at the CLI's default softmax point (docs/performance.md, issue 32)
-    log2_n: int = 13
+    #: 2^11 x 8 with the coarse level at 2^8, the control variate on 2^14 and the test errors
+    #: on 2^14: relative Monte-Carlo error of the test error 1.4e-4 at the CLI's default
+    #: softmax point (docs/performance.md, issue 32)
+    log2_n: int = 11
     replicas: int = 8
     seed: int = 0
-    coarse_log2_n: int = 9
+    coarse_log2_n: int = 8
     warm_start: bool = True
     #: "by_parts" (integration by parts, counts the jumps of the prox minimiser) or
     #: "hessian" (the smooth part only, the estimate before issue 30; for comparisons)
     vhat_form: str = "by_parts"
+    #: log2 of the test-only samples per replica over which the reported point's test
+    #: errors are averaged (they need no prox); None: min(log2_n + 3, 16), lowered until the
+    #: draws fit 64 MiB (channel_integrals.auto_test_log2_n); 0: the SE's own samples
+    test_log2_n: int | None = None
+    #: log2 of the samples per replica of the Newton-step control variate of m_hat, q_hat
+    #: and V_hat (docs/theory.md 16.6; channels with ``newton_step``); None: min(log2_n + 3,
+    #: 16), lowered until the draws fit 128 MiB (channel_integrals.auto_step_log2_n); 0: none
+    step_log2_n: int | None = None
 
     def __post_init__(self) -> None:
         from .channel_integrals import VHAT_FORMS
+
+        if self.test_log2_n is not None and self.test_log2_n != 0:
+            check_args({"test_log2_n": Integer(4, 24, why="0 for none, None for automatic")},
+                       test_log2_n=self.test_log2_n)
+        if self.step_log2_n is not None and self.step_log2_n != 0:
+            check_args({"step_log2_n": Integer(2, 24, why="0 for none")},
+                       step_log2_n=self.step_log2_n)
 
         check_args({"log2_n": Integer(4, 24, why="Monte-Carlo points 2^log2_n per replica"),
                     "coarse_log2_n": Integer(4, 24), "replicas": Integer(2), "seed": Integer(0),
@@ -199,7 +215,8 @@ class StateEvolution:
             mc = mc or MonteCarloOptions()
             channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
                                         seed=mc.seed, warm_start=mc.warm_start,
-                                        vhat_form=mc.vhat_form)
+                                        vhat_form=mc.vhat_form, test_log2_n=mc.test_log2_n,
+                                        step_log2_n=mc.step_log2_n)
         else:
             mc = None
         self.channel = channel
@@ -237,6 +254,27 @@ class StateEvolution:
         if self.mc is None:  # an RQMC channel keeps per-call state (its replicas): no reuse
             self._last_hats = ((m, q, V), ch)
         return ch
+
+    def reported_hats(self, x: np.ndarray) -> tuple[ChannelSE, np.ndarray | None]:
+        """The channel side at a point to report: :meth:`hats`, with the test errors averaged
+        over the RQMC channel's test-only samples where it has them, and the per-replica rows
+        (``SE_FIELDS``, test columns replaced likewise; None for a channel without replicas)."""
+        ch = self.hats(x)
+        reps = getattr(self.channel, "last_replicas", None)
+        if reps is None:
+            return ch, None
+        reps = np.array(reps, copy=True)
+        m, q, _ = (float(v) for v in x)
+        test_fields = getattr(self.channel, "test_fields", None)
+        tf = test_fields(m, q, self.Q0) if test_fields is not None and q > 0 else None
+        if tf is None:
+            return ch, reps
+        from .channel_integrals import SE_FIELDS
+
+        reps[:, SE_FIELDS.index("test_error")] = tf[:, 0]
+        reps[:, SE_FIELDS.index("test_error_noisy")] = tf[:, 1]
+        return replace(ch, test_error=float(tf[:, 0].mean()),
+                       test_error_noisy=float(tf[:, 1].mean())), reps
 
     def overlaps(self, ch):
         if self._last_overlaps is not None and self._last_overlaps[0] == ch:
@@ -836,8 +874,8 @@ def propagated_mc_stderr(
     fixed-overlap spread, reason) when the propagation is impossible.
     """
     x = np.asarray(x, dtype=float)
-    O0 = _observables(se, se.hats(x))
-    reps = np.array(se.channel.last_replicas, copy=True)
+    ch, reps = se.reported_hats(x)
+    O0 = _observables(se, ch)
     dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
     return _propagate(se, x, dev, grad, "coarse-level" if grad is not None else "fine-level")
 
@@ -877,7 +915,7 @@ def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
     """Channel and denoiser quantities at the final iterate (consistent to the residual)."""
     nan = float("nan")
     try:
-        ch = se.hats(rep.x)
+        ch, _ = se.reported_hats(rep.x)
         den = se.overlaps(ch)
     except ValueError:
         return {k: nan for k in ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error",

@@ -573,6 +573,29 @@ def test_unvalidated_token_count_is_said_on_stderr_and_in_the_json(capsys) -> No
     assert json.loads(out)["params"]["validation_note"] == "" and "note:" not in err
 
 
+def test_test_only_samples_flag(capsys) -> None:
+    """--mc-test-log2n (issue 32): recorded in the params (its default resolved), checked,
+    and refused where there is no RQMC channel side of the ERM SE."""
+    mc = ("--mc-log2n", "8", "--mc-coarse-log2n", "6", "--mc-replicas", "2")
+    code, out, _ = run(capsys, "se", "--channel", "softmax", "--L", "2", *mc, "--json")
+    params = json.loads(out)["params"]
+    assert code in (0, 3) and params["mc_test_log2n"] == 11 and params["mc_step_log2n"] == 11
+    code, out, _ = run(capsys, "se", "--channel", "softmax", "--L", "2", *mc,
+                       "--mc-test-log2n", "0", "--json")
+    assert code in (0, 3) and json.loads(out)["params"]["mc_test_log2n"] == 0
+    code, _, err = run(capsys, "se", "--channel", "softmax", "--L", "2", *mc,
+                       "--mc-test-log2n", "3")
+    assert code == 2
+    assert_one_line_error(err, "--mc-test-log2n", "[4, 24]")
+    code, _, err = run(capsys, "se", "--mc-test-log2n", "10")
+    assert code == 2
+    assert_one_line_error(err, "--mc-test-log2n", "closed form")
+    code, _, err = run(capsys, "se", "--channel", "softmax", "--L", "2", "--estimator", "bayes",
+                       "--mc-test-log2n", "10")
+    assert code == 2
+    assert_one_line_error(err, "--mc-test-log2n", "bayes")
+
+
 def test_unreachable_scheduler_is_a_one_line_error(capsys, monkeypatch, tmp_path) -> None:
     """An address where no Dask scheduler listens: exit 2 after the timeout, no traceback."""
     pytest.importorskip("distributed")

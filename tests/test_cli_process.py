@@ -311,8 +311,11 @@ def test_mc_replicas_too_large_names_mc_replicas(monkeypatch, capsys) -> None:
     assert code == 2
     assert line.startswith("amp-attention: error: argument --mc-replicas: ")
     assert "1000000 replicas" in line and "--L" not in line
-    top = int(0.8 * 16 * 2**30) // (8 * 2**12 * 13)  # 80 % of 16 GiB / (2^12 points x 13)
-    assert line.endswith(f"(allowed range: integers in [2, {top}] at --mc-log2n 13)")
+    from amp_attention.solvers.state_evolution import MonteCarloOptions
+
+    M = MonteCarloOptions().log2_n  # the default: 2^(M - 1) points x 13 coordinates
+    top = int(0.8 * 16 * 2**30) // (8 * 2**(M - 1) * 13)  # 80 % of 16 GiB
+    assert line.endswith(f"(allowed range: integers in [2, {top}] at --mc-log2n {M})")
 
 
 def test_mc_log2n_too_large_names_mc_log2n(monkeypatch, capsys) -> None:

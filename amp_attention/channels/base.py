@@ -27,6 +27,9 @@ without one falls back to the generic path:
 ``newton_from(y, omega, V, u0)``
     one local Newton run of the prox objective from u0, (u, F(u), converged): the
     SE's control variate at the pairs' centres (docs/theory.md section 16.2);
+``newton_step(y, omega, V, eta=None)``
+    one Newton step of the prox objective from omega, (G, CV) with G = -(I + V H)^-1
+    grad l: the output function of the SE's two-level control variate (section 16.6);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
@@ -232,7 +235,8 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "hessian_batch": None, "convex": False, "outputs_are_h": False,
                                     "parameters": (), "validated_tokens": (),
                                     "bayes_q_hat": None, "posterior_batch": None,
-                                    "newton_from": None}
+                                    "newton_from": None, "newton_step": None,
+                                    "convex_below": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

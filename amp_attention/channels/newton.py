@@ -268,6 +268,21 @@ class BuiltinNewtonChannel(NewtonChannel):
         return ck.hessian_batch(as_2d("y", y, self.M), as_2d("u", u, self.K), self._par,
                                 self._ka, self._kb, self._tau, self._wsize)
 
+    def newton_step(self, y: np.ndarray, omega: np.ndarray, V: float,
+                    eta: np.ndarray | None = None, steps: int = 1
+                    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(G, CV): ``steps`` Newton iterations of the prox objective from omega, G = (u -
+        omega)/V per row (n, K) (one step: -(I + V H)^-1 grad l at omega), and with ``eta``
+        (n, K) CV = eta^T A eta - tr A per row, A = ((I + V H)^-1 - I)/V
+        (:func:`~amp_attention._channel_kernels.newton_step_batch`): the output function and
+        Jacobian of the SE's control variate (docs/theory.md 16.6)."""
+        Y, Om = as_2d("y", y, self.M), as_2d("omega", omega, self.K)
+        want = eta is not None
+        E = as_2d("eta", eta, self.K) if want else Om
+        G, CV = ck.newton_step_batch(Y, Om, E, float(V), steps, self._par, self._ka, self._kb,
+                                     self._tau, self._wsize, want)
+        return G, (CV if want else None)
+
     def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
         D[:, k] = dA/du_k: dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), and u_k moves

@@ -6,6 +6,8 @@ noise model: :mod:`.newton`.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _channel_kernels as ck
@@ -53,6 +55,13 @@ class SoftmaxChannel(BuiltinNewtonChannel):
     def outputs(self, H: np.ndarray) -> np.ndarray:
         """softmax_rows(beta H) flattened row-major, shape (n, L^2)."""
         return self.row_softmax(H).reshape(-1, self.M)
+
+    def convex_below(self, y: np.ndarray) -> float:
+        """The V below which the prox objective l(y_i, h(u)) + |u - omega|^2 / (2V) is certified
+        strictly convex for every row y_i and every omega: 1 / max_i c(y_i), c the curvature
+        bound of docs/theory.md 16.5 (inf where c = 0)."""
+        c = float(ck.softmax_curvature_bound_max(as_2d("y", y, self.M), self._par, self.L))
+        return math.inf if c == 0.0 else 1.0 / (c * (1.0 + 1e-9))
 
     def output_jacobian(self, U: np.ndarray) -> np.ndarray:
         """d g(h(u)) / du, shape (n, M, K)."""

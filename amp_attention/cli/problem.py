@@ -113,25 +113,36 @@ def problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
     return p
 
 
-MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n")
+MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n", "mc_test_log2n",
+            "mc_step_log2n")
 
 
 def add_mc_group(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("Monte-Carlo channel integrals (softmax, seq2lab)")
-    g.add_argument("--mc-log2n", type=int, default=13, metavar="M",
+    g.add_argument("--mc-log2n", type=int, default=11, metavar="M",
                    help="2^M samples per replica for the K-dimensional channel expectations "
                         "(common random numbers across iterations): 2^(M-1) scrambled-Sobol "
                         "points, each an antithetic pair of samples of the student field "
-                        "(V_hat by integration by parts) (default: 13)")
+                        "(V_hat by integration by parts) (default: 11)")
     g.add_argument("--mc-replicas", type=int, default=8, metavar="R",
                    help="independent scramblings; their spread, propagated through the "
                         "fixed point, is the reported mc_stderr (default: 8)")
     g.add_argument("--mc-seed", type=int, default=0, metavar="SEED",
                    help="seed of the scramblings (default: 0)")
-    g.add_argument("--mc-coarse-log2n", type=int, default=9, metavar="C",
+    g.add_argument("--mc-coarse-log2n", type=int, default=8, metavar="C",
                    help="two-level solve: find the fixed point on the first 2^C points of "
                         "every replica, then refine on all 2^M by a few quasi-Newton steps; "
-                        "C >= M iterates on all points throughout (default: 9)")
+                        "C >= M iterates on all points throughout (default: 8)")
+    g.add_argument("--mc-test-log2n", type=int, default=None, metavar="T",
+                   help="the reported test errors need no prox: average them over 2^T "
+                        "test-only samples per replica, drawn apart from the 2^M; 0 uses the "
+                        "2^M (default: min(M + 3, 16), lowered until the draws fit 64 MiB)")
+    g.add_argument("--mc-step-log2n", type=int, default=None, metavar="S",
+                   help="control variate of the hats: a couple of Newton steps of the prox "
+                        "from omega, averaged over 2^S samples per replica of its own, plus "
+                        "(prox - steps) on the 2^M; 0 switches it off (default: min(M + 3, "
+                        "16), lowered until the draws fit 128 MiB; the softmax channel, where its prox "
+                        "is certified convex)")
 
 
 def read_target_file(path: Path):
@@ -190,13 +201,23 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     except ValueError as exc:
         raise flag_error(exc, TASK_FLAGS) from None
     if not closed_form(args.channel) and hasattr(args, "mc_log2n"):
-        from ..solvers.channel_integrals import check_draw_size
+        from ..solvers.channel_integrals import check_draw_size, check_test_draw_size
 
         opts = mc_options(args)
         try:  # before any work: the Gaussian draws of the channel integrals must fit
             check_draw_size(task.channel_object, opts.log2_n, opts.replicas)
         except ValueError as exc:
             raise draw_size_error(exc, task.channel_object, opts) from None
+        if opts.test_log2_n:
+            try:
+                check_test_draw_size(task.channel_object, opts.test_log2_n, opts.replicas)
+            except ValueError as exc:
+                raise CLIError(f"argument --mc-test-log2n: {one_line(str(exc))}") from None
+        if opts.step_log2_n:
+            try:
+                check_draw_size(task.channel_object, opts.step_log2_n, opts.replicas)
+            except ValueError as exc:
+                raise CLIError(f"argument --mc-step-log2n: {one_line(str(exc))}") from None
     if args.spikes is not None and args.target != "spiked":
         raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
     target_file = getattr(args, "target_file", None)  # scaling has no --target-file
@@ -284,7 +305,8 @@ def draw_size_error(exc: Exception, channel, opts) -> CLIError:
 
 #: MonteCarloOptions field -> flag
 MC_FLAGS = {"log2_n": "--mc-log2n", "coarse_log2_n": "--mc-coarse-log2n",
-            "replicas": "--mc-replicas", "seed": "--mc-seed"}
+            "replicas": "--mc-replicas", "seed": "--mc-seed", "test_log2_n": "--mc-test-log2n",
+            "step_log2_n": "--mc-step-log2n"}
 
 
 def mc_options(args: argparse.Namespace):
@@ -292,6 +314,7 @@ def mc_options(args: argparse.Namespace):
 
     try:
         return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
-                                 args.mc_coarse_log2n)
+                                 args.mc_coarse_log2n, test_log2_n=args.mc_test_log2n,
+                                 step_log2_n=args.mc_step_log2n)
     except ValueError as exc:
         raise flag_error(exc, MC_FLAGS) from None

@@ -129,8 +129,14 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
               "max_iter": args.max_iter, "damping": args.damping, "start": args.start,
               "validation_note": validation_note(problem.task.channel_object)}
     if not closed_form(problem.task.channel):
+        from ..solvers.channel_integrals import auto_step_log2_n, auto_test_log2_n
+
+        ch, R, M = problem.task.channel_object, args.mc_replicas, args.mc_log2n
+        test = (auto_test_log2_n(ch, R, M) if args.mc_test_log2n is None else args.mc_test_log2n)
+        step = (auto_step_log2_n(ch, R, M) if args.mc_step_log2n is None else args.mc_step_log2n)
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
-                      mc_coarse_log2n=args.mc_coarse_log2n)
+                      mc_coarse_log2n=args.mc_coarse_log2n, mc_test_log2n=test,
+                      mc_step_log2n=step)
     return params
 
 
@@ -203,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
 
 #: flags of the ERM learner and solver that the Bayes-optimal estimator does not have
 NOT_BAYES = ("lam", "kappa", "learner", "method", "damping", "finite_d", "finite_d_draws",
-             "finite_d_seed", "spectrum", "format")
+             "finite_d_seed", "spectrum", "format", "mc_test_log2n", "mc_step_log2n")
 
 
 def bayes_mc_options(args: argparse.Namespace):
