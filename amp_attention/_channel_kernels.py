@@ -1009,7 +1009,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
     M = np.empty((K, K))
     C = np.empty((K, K))
     x = np.empty(K)
-    e = np.empty(K)
+    aug = np.empty((K, 2 * K))
     u = np.empty(K)
     for i in range(lo, hi):
         for k in range(K):
@@ -1047,14 +1047,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
             for k in range(K):
                 quad -= Eta[i, k] * x[k]
                 ee += Eta[i, k] * Eta[i, k]
-            tr = 0.0
-            for k in range(K):
-                for a in range(K):
-                    e[a] = 0.0
-                e[k] = 1.0
-                _chol_solve_neg(C, e, x)
-                tr -= x[k]
-            CV[i] = (quad - tr - (ee - K)) / V
+            CV[i] = (quad - _trace_inverse(M, aug) - (ee - K)) / V
 
 
 def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv):

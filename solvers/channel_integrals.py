@@ -231,13 +231,21 @@ class PairedSamples:
         return v.reshape(self.replicas, -1).mean(axis=1)
 
 
+def student_given_teacher(m: float, q: float, Q0: float) -> tuple[float, float]:
+    """(a, c) of omega | u* = a u* + sqrt(c) z, z ~ N(0, 1): a = m/Q0, c = q - m^2/Q0 (clipped
+    at 0), so that (u*, omega) has covariance [[Q0, m], [m, q]] (Q0 = 0: a = 0, c = q)."""
+    if Q0 > 0:
+        return m / Q0, max(q - m * m / Q0, 0.0)
+    return 0.0, q
+
+
 def paired_samples(draws: GaussianDraws, m: float, q: float, Q0: float,
                    theta: float) -> PairedSamples:
     """u* = sqrt(Q0) zeta, omega_+- = (m/Q0) u* + sqrt((1 - theta) c) eta0 +- sqrt(theta c) eta
     with c = q - m^2/Q0: each (u*, omega_+-) has covariance [[Q0, m], [m, q]]."""
-    c = max(q - m * m / Q0, 0.0) if Q0 > 0 else q
+    a, c = student_given_teacher(m, q, Q0)
     ustar = math.sqrt(Q0) * draws.ustar
-    centre = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt((1.0 - theta) * c) * draws.eta0
+    centre = a * ustar + math.sqrt((1.0 - theta) * c) * draws.eta0
     s = math.sqrt(theta * c)
     eta = draws.eta
     R, N, K = ustar.shape
@@ -451,8 +459,8 @@ class MonteCarloChannel:
             y = ch.labels_from_noise(ch.h_from_u(ustar), noise)
             self._test_set = (Q0, ustar, np.ascontiguousarray(g[..., K:2 * K].reshape(-1, K)), y)
         _, ustar, z, y = self._test_set
-        c = max(q - m * m / Q0, 0.0) if Q0 > 0 else q
-        omega = (m / Q0 if Q0 > 0 else 0.0) * ustar + math.sqrt(c) * z
+        a, c = student_given_teacher(m, q, Q0)
+        omega = a * ustar + math.sqrt(c) * z
         resid = y - ch.outputs(ch.h_from_u(omega))
         out = np.column_stack([ch.test_terms(ustar, omega).reshape(R, -1).mean(axis=1),
                                np.sum(resid * resid, axis=1).reshape(R, -1).mean(axis=1)])
@@ -480,33 +488,39 @@ class MonteCarloChannel:
         A = (np.linalg.inv(eye + V * H) - eye) / V
         return np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
 
+    @staticmethod
+    def _pair_differences(smp: PairedSamples, g: np.ndarray) -> np.ndarray:
+        """Per point (R, N) (g(omega_+) - g(omega_-)) . eta / (2 s): the integration-by-parts
+        term of E[tr dg/domega] (module docstring)."""
+        R, N = smp.replicas, smp.n_points
+        K = g.shape[1]
+        gr = g.reshape(R, 2, N, K)
+        return np.einsum("rni,rni->rn", gr[:, 0] - gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
+
     def _by_parts_terms(self, y: np.ndarray, smp: PairedSamples, g: np.ndarray, V: float,
                         centre_cv: bool = True) -> np.ndarray:
         """Per replica E[tr d g_out/d omega] by integration by parts over the pairs (module
         docstring), which counts the jumps of the prox minimiser (V_hat = -2 alpha times it);
         ``centre_cv=False``: without the centre's zero-mean control variate."""
-        R, N = smp.replicas, smp.n_points
-        K = g.shape[1]
-        gr = g.reshape(R, 2, N, K)
-        X = np.einsum("rni,rni->rn", gr[:, 0] - gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
+        X = self._pair_differences(smp, g)
         if centre_cv:
-            X = X - self._centre_jacobian_cv(y, smp, V).reshape(R, N)
+            X = X - self._centre_jacobian_cv(y, smp, V).reshape(X.shape)
         return X.mean(axis=1)
 
     def _step_terms(self, y: np.ndarray, y1: np.ndarray, smp: PairedSamples, V: float,
                     slope: float, centre_cv: bool) -> np.ndarray:
-        """Per replica (rows) the control variate's three terms on the samples ``smp``: those
-        of m_hat, q_hat and V_hat by parts with g_out replaced by one Newton step from omega,
-        G = -(I + V H(omega))^-1 grad l(omega), and (``centre_cv``) the centre's zero-mean
-        term with that step's Jacobian (docs/theory.md 16.6); shape (R, 3)."""
+        """Per replica (rows) the control variate's terms on the samples ``smp``: those of
+        m_hat, q_hat and V_hat by parts (and Stein's m_hat where the channel has it) with
+        g_out replaced by STEP_ITERATIONS Newton steps of the prox objective from omega, and
+        (``centre_cv``) the centre's zero-mean term with those steps' Jacobian
+        (docs/theory.md 16.6); shape (R, 3) or (R, 4)."""
         ch = self.channel
         G, _ = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS)
-        R, N, K = smp.replicas, smp.n_points, ch.K
-        Gr = G.reshape(R, 2, N, K)
-        X = np.einsum("rni,rni->rn", Gr[:, 0] - Gr[:, 1], smp.eta.reshape(R, N, K)) / (2.0 * smp.s)
+        R = smp.replicas
+        X = self._pair_differences(smp, G)
         if centre_cv:
             X = X - ch.newton_step(y1, smp.centre, V, smp.eta,
-                                   steps=self.STEP_ITERATIONS)[1].reshape(R, N)
+                                   steps=self.STEP_ITERATIONS)[1].reshape(X.shape)
         cols = [smp.per_replica(np.sum(G * (smp.ustar - slope * smp.omega), axis=1)),
                 smp.per_replica(np.sum(G * G, axis=1)), X.mean(axis=1)]
         if self.stein:

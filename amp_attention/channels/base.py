@@ -27,9 +27,10 @@ without one falls back to the generic path:
 ``newton_from(y, omega, V, u0)``
     one local Newton run of the prox objective from u0, (u, F(u), converged): the
     SE's control variate at the pairs' centres (docs/theory.md section 16.2);
-``newton_step(y, omega, V, eta=None)``
-    one Newton step of the prox objective from omega, (G, CV) with G = -(I + V H)^-1
-    grad l: the output function of the SE's two-level control variate (section 16.6);
+``newton_step(y, omega, V, eta=None, steps=1)``
+    ``steps`` Newton iterations of the prox objective from omega, (G, CV) with G = (u -
+    omega)/V (one step: -(I + V H)^-1 grad l): the output function of the SE's two-level
+    control variate (section 16.6);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
