@@ -365,10 +365,47 @@ def _coarse_solve(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: i
                                      max_iter=max_iter, **kw)
 
 
+def solve_coarse_level(se: StateEvolution, x0: np.ndarray, *, tol: float = 1e-10,
+                       max_iter: int = 500) -> FixedPointReport | None:
+    """The fixed point of ``se``'s coarse level (its first 2^coarse_log2_n RQMC points per
+    replica) from x0, to max(tol, COARSE_TOL): Anderson mixing, the damped iteration where
+    Anderson fails (as :func:`solve_state_evolution` does); None without a coarse level.
+    A sweep solves its points here first (cheap) and refines them with
+    ``solve_state_evolution(..., x0=..., coarse_x=report.x)``."""
+    pre = _coarse_solve(se, x0, tol=tol, max_iter=max_iter, method="anderson")
+    if pre is None:
+        return None
+    rep = pre[1]
+    if not rep.converged:
+        rep2 = _coarse_solve(se, x0, tol=tol, max_iter=max_iter, method="damped")[1]
+        if rep2.converged or rep2.residual < rep.residual:
+            rep = rep2
+    return rep
+
+
+def _known_coarse_point(se: StateEvolution, x: np.ndarray, tol: float):
+    """(coarse SE, report) of a coarse fixed point solved by the caller: one coarse evaluation
+    at x (which the coarse Jacobian there needs anyway) gives its residual; it counts as
+    converged within 10 max(tol, COARSE_TOL)."""
+    coarse = se.coarse()
+    x = np.asarray(x, dtype=float)
+    try:
+        tx = np.asarray(coarse(x), dtype=float)
+        res = relative_residual(x, tx) if np.all(np.isfinite(tx)) else math.inf
+    except (ValueError, FloatingPointError, ZeroDivisionError):
+        res = math.inf
+    ok = res <= 10.0 * max(tol, COARSE_TOL)
+    return coarse, FixedPointReport(
+        x=x, iterations=0, residual=res, history=(res,), success=ok,
+        status=Status.CONVERGED if ok else Status.FAILED,
+        message="" if ok else f"coarse_x is no coarse fixed point (relative residual {res:.1e})")
+
+
 def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int,
-                coarse_result=None, **kw):
+                coarse_result=None, fine_x0: np.ndarray | None = None, **kw):
     """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions);
-    ``coarse_result``: the coarse level's (SE, report) from x0 when already solved.
+    ``coarse_result``: the coarse level's (SE, report) from x0 when already solved;
+    ``fine_x0``: the fine level's start (default: the coarse fixed point).
 
     Returns (report, observable Jacobian at the coarse fixed point or None,
     number of coarse iterations).
@@ -381,11 +418,11 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     tol = max(tol, MC_TOL)
     x_start = x0
     if rc.converged:
-        x_start = rc.x
+        x_start = rc.x if fine_x0 is None else fine_x0
         grad = _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
             tol = _fine_tolerance(se, coarse, rc.x, grad, tol)
-            rf = solve_fixed_point_quasi_newton(se, rc.x, grad[:3], tol=tol, max_iter=12,
+            rf = solve_fixed_point_quasi_newton(se, x_start, grad[:3], tol=tol, max_iter=12,
                                                 valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
                 return rf, grad, rc.iterations
@@ -412,7 +449,7 @@ def _fine_tolerance(se: StateEvolution, coarse: StateEvolution, x: np.ndarray, g
 
 
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
-                max_iter: int, monitor=None, coarse_result=None):
+                max_iter: int, monitor=None, coarse_result=None, fine_x0=None):
     """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
     basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
     where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
@@ -420,7 +457,7 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     Jacobian, coarse iterations, method label)."""
     rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
                                       max_iter=max_iter, monitor=monitor,
-                                      coarse_result=coarse_result)
+                                      coarse_result=coarse_result, fine_x0=fine_x0)
     if rep.converged or method != "anderson":
         return rep, grad, n_coarse, method
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
@@ -581,6 +618,7 @@ def solve_state_evolution(
     mc: MonteCarloOptions | None = None,
     integrals=None,
     x0=None,
+    coarse_x=None,
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
     progress: bool = False,
@@ -605,7 +643,11 @@ def solve_state_evolution(
     :class:`~amp_attention.channels.linear_outputs.LinearOutputChannel`, the small-beta
     linearisation of softmax, which is no channel of data).  ``x0 = (m, q, V)``
     (e.g. the fixed point of a neighbouring problem, for continuation) replaces
-    ``start``: one solve from x0, reported with ``start="warm"``.
+    ``start``: one solve from x0, reported with ``start="warm"``.  ``coarse_x``: with x0,
+    the coarse level's fixed point when the caller has solved it
+    (:func:`solve_coarse_level`, e.g. a phase diagram's sweep on the coarse level): no
+    coarse solve here, the fine level starts from x0 with the coarse Jacobian at coarse_x
+    (RQMC channels with a coarse level only).
 
     ``finite_d`` (:class:`~amp_attention.finite_size.FiniteSizeOptions`) is the
     finite-d prediction mode: the denoiser functionals are averaged over
@@ -641,15 +683,19 @@ def solve_state_evolution(
             raise ValueError(f"x0 must be a valid (m, q, V) with q >= 0, V >= 0, m^2 <= q Q0, "
                              f"got {x0!r}")
         starts, names = {"warm": x0}, ("warm",)
+    elif coarse_x is not None:
+        raise ValueError("coarse_x needs x0, the fine level's start")
     else:
         names = start_names(start, ("informative", "uninformative"))
     unique = se.unique_fixed_point() if start == "auto" and x0 is None else ""
     policy = {"both": "both starts (asked for)", "auto": "both starts: several fixed points "
               "are possible (non-convex channel or binding rank cap)"}.get(start, f"{start} start")
     if x0 is not None:
-        policy = "warm start from x0"
+        policy = "warm start from x0" + ("" if coarse_x is None else
+                                         ", the coarse fixed point given (coarse_x)")
     opts = {"method": method, "tol": tol, "max_iter": max_iter, "damping": damping,
-            "progress": progress}
+            "progress": progress,
+            "coarse_x": None if coarse_x is None else _checked_coarse_x(se, coarse_x)}
     runs, extra, coarse_only, policy = _run_starts(se, starts, names, unique, policy, opts)
     best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
                                          runs[k][1]["loss"]))
@@ -680,6 +726,18 @@ def solve_state_evolution(
                     finite_d=None if finite_d is None else asdict(finite_d), spectrum=spec)
 
 
+def _checked_coarse_x(se: StateEvolution, coarse_x) -> np.ndarray:
+    """coarse_x as an array, or ValueError naming it."""
+    x = np.asarray(coarse_x, dtype=float)
+    if x.shape != (3,) or not np.all(np.isfinite(x)) or not se.valid(x):
+        raise ValueError(f"coarse_x must be a valid (m, q, V) with q >= 0, V >= 0, "
+                         f"m^2 <= q Q0, got {coarse_x!r}")
+    if se.coarse() is None:
+        raise ValueError("coarse_x: this problem has no coarse level (a closed-form channel, "
+                         "or mc.coarse_log2_n >= mc.log2_n)")
+    return x
+
+
 def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique: str,
                 policy: str, opts: dict) -> tuple[dict, dict, str | None, str]:
     """Solve from each start: {name: (report, assembled fields)}, {name: (Jacobian, coarse
@@ -689,6 +747,10 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
     method, tol, max_iter, damping = (opts[k] for k in ("method", "tol", "max_iter", "damping"))
     runs, extra = {}, {}
     coarse_pre, coarse_only = {}, None
+    fine_x0 = None
+    if opts.get("coarse_x") is not None:
+        coarse_pre["warm"] = _known_coarse_point(se, opts["coarse_x"], tol)
+        fine_x0 = starts["warm"]
     if se.mc is not None and len(names) == 2 and not unique:
         for name in names:
             with _progress_monitor(opts["progress"], f"SE, {name} start (coarse)", tol) as monitor:
@@ -719,7 +781,8 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
             rep, grad, n_coarse, used = _solve_from(se, starts[name], method=method, tol=tol,
                                                     max_iter=max_iter, damping=damping,
                                                     monitor=monitor,
-                                                    coarse_result=coarse_pre.get(name))
+                                                    coarse_result=coarse_pre.get(name),
+                                                    fine_x0=fine_x0)
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse, used)
     if not any(r.converged for r, _ in runs.values()):

@@ -39,8 +39,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.solvers.state_evolution import (MonteCarloOptions, same_fixed_point,
-                                                   solve_state_evolution, unique_fixed_point)
+from amp_attention.solvers.state_evolution import (MonteCarloOptions, StateEvolution,
+                                                   same_fixed_point, solve_state_evolution,
+                                                   unique_fixed_point)
 
 from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
 from ..jsonsafe import json_safe, nonfinite_notes
@@ -176,15 +177,129 @@ def run_sweep(plan: PhaseDiagramPlan, out: str, j: int, direction: str) -> int:
             r = solve_state_evolution(problem, tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc,
                                       start="informative" if direction == "up" else "uninformative",
                                       finite_size_check=False)
-        rec = {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i], "lam": plan.lams[j],
-               **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
-               "status": r.summary, "iterations": r.iterations, "residual": r.residual,
-               "start": r.start, "seconds": r.seconds}
+        rec = _record(plan, i, j, direction, r)
         store.write(key, rec)
         computed += 1
         if r.success:  # a failed point leaves the sweep on its last converged ones
             done = [*done[-1:], (plan.alphas[i], np.array([r.m, r.q, r.V]))]
     return computed
+
+
+def solved_by_rows(plan: PhaseDiagramPlan) -> bool:
+    """True where the plan's SE has a coarse RQMC level (a non-linear channel with
+    mc.coarse_log2_n < mc.log2_n): a lam row is then one task (:func:`run_row`), both
+    sweeps on the coarse level first; else each sweep is one (:func:`run_sweep`)."""
+    return StateEvolution(plan.at(0, 0), plan.mc).coarse() is not None
+
+
+def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
+    """Both sweeps of lam row ``j`` on two RQMC levels (module-level, picklable); returns
+    the number of points it computed (finished ones on disk are skipped).
+
+    1. Both sweeps on the coarse level (its first 2^coarse_log2_n points per replica:
+       cheap), continued from point to point as :func:`run_sweep` does.
+    2. The up branch refined on all points at every alpha: one fine solve from the coarse
+       fixed point with the coarse Jacobian there (``solve_state_evolution(coarse_x=)``),
+       started at the coarse point shifted by the previous point's (fine - coarse): under
+       common random numbers the coarse level's error varies smoothly along the row.
+    3. The down branch: where its coarse fixed point is the up branch's (relative distance
+       ~1e-3 at most, against O(0.1-1) between distinct fixed points, as for the two starts
+       of one SE point) and the up branch converged, its record is the up branch's
+       (``level`` "coarse"); elsewhere it is refined like the up branch.
+    A point whose coarse solve failed is solved as :func:`run_sweep` solves it.  The coarse
+    level is deterministic, so a resumed row recomputes it and continues identically.
+    """
+    store = point_store(out)
+    order = {dr: _order(plan, dr) for dr in DIRECTIONS}
+    if all(store.read(point_key(j, dr, i)) is not None for dr in DIRECTIONS for i in order[dr]):
+        return 0
+    ses = [StateEvolution(plan.at(i, j), plan.mc) for i in range(len(plan.alphas))]
+    coarse = {dr: _coarse_sweep(plan, ses, dr) for dr in DIRECTIONS}
+    computed = 0
+    for dr in DIRECTIONS:
+        done: list[tuple[float, np.ndarray]] = []  # fine fixed points, as in run_sweep
+        shift = None  # fine - coarse at the last refined point of this branch
+        for i in order[dr]:
+            key = point_key(j, dr, i)
+            rc = coarse[dr][i]
+            rec = store.read(key)
+            if rec is None:
+                rec = _row_point(plan, store, j, dr, i, rc, coarse["up"][i], shift, done)
+                store.write(key, rec)
+                computed += 1
+            if rec["converged"]:
+                x = np.array([rec["m"], rec["q"], rec["V"]])
+                done = [*done[-1:], (plan.alphas[i], x)]
+                shift = x - rc.x if rc.converged else None
+    return computed
+
+
+def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
+    """{i: coarse-level fixed-point report} of one sweep over the row's SE maps ``ses``."""
+    from amp_attention.solvers.state_evolution import solve_coarse_level
+
+    out = {}
+    done: list[tuple[float, np.ndarray]] = []
+    for i in _order(plan, direction):
+        se = ses[i]
+        starts = [se.starts()["informative" if direction == "up" else "uninformative"]]
+        if done:
+            starts = [done[-1][1]]
+            if len(done) == 2:
+                (a2, x2), (a1, x1) = done
+                line = x1 + (x1 - x2) * (plan.alphas[i] - a1) / (a1 - a2)
+                if se.valid(line):
+                    starts.insert(0, line)
+        for x0 in starts:
+            rep = solve_coarse_level(se, x0, tol=plan.tol, max_iter=plan.max_iter)
+            if rep.converged:
+                break
+        out[i] = rep
+        if rep.converged:
+            done = [*done[-1:], (plan.alphas[i], rep.x)]
+    return out
+
+
+def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: str, i: int,
+               rc, rc_up, shift, done: list) -> dict:
+    """The record of one point of :func:`run_row`'s branch ``direction``."""
+    from amp_attention.solvers.state_evolution import COARSE_TOL
+
+    if direction == "down" and rc.converged and rc_up.converged and same_fixed_point(
+            rc_up.x, rc.x, 0.1 * COARSE_TOL):
+        up = store.read(point_key(j, "up", i))
+        if up is not None and up["converged"]:
+            return {**up, "direction": "down", "level": "coarse", "iterations": 0,
+                    "iterations_coarse": rc.iterations, "seconds": 0.0,
+                    "status": "converged (the down sweep's coarse fixed point is the up "
+                              "sweep's: the up branch's refined values)"}
+    problem = plan.at(i, j)
+    kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
+    r = None
+    if rc.converged:
+        start = rc.x if shift is None else rc.x + shift
+        for x0 in ((start, rc.x) if shift is not None else (rc.x,)):
+            try:
+                r = solve_state_evolution(problem, x0=x0, coarse_x=rc.x, **kw)
+            except ValueError:  # the shifted start left the domain
+                continue
+            break
+    if r is None or not r.success:
+        if done:
+            r = _continued(problem, plan, done, plan.alphas[i])
+        else:
+            r = solve_state_evolution(problem, start="informative" if direction == "up"
+                                      else "uninformative", **kw)
+    return {**_record(plan, i, j, direction, r), "level": "fine",
+            "iterations_coarse": rc.iterations + r.iterations_coarse}
+
+
+def _record(plan: PhaseDiagramPlan, i: int, j: int, direction: str, r) -> dict:
+    """A point file's content from the SE result r."""
+    return {"i": i, "j": j, "direction": direction, "alpha": plan.alphas[i],
+            "lam": plan.lams[j], **{f: getattr(r, f) for f in FIELDS}, "converged": r.converged,
+            "status": r.summary, "iterations": r.iterations, "residual": r.residual,
+            "start": r.start, "seconds": r.seconds}
 
 
 def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: float):
@@ -244,11 +359,16 @@ def run_phase_diagram(
                                        "another output directory")
     atomic_write_json(meta_path, {"plan": plan_dict, "complete": False})
     store = point_store(out)
-    tasks = [(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
-             if not all([store.read(point_key(j, dr, i)) is not None
-                         for i in range(len(plan.alphas))])]
-    computed = sum(run_tasks(run_sweep, [(plan, str(out), j, dr) for j, dr in tasks],
-                             executor=executor, workers=workers, progress=progress))
+    missing = {(j, dr) for j in range(len(plan.lams)) for dr in DIRECTIONS
+               if not all([store.read(point_key(j, dr, i)) is not None
+                           for i in range(len(plan.alphas))])}
+    if solved_by_rows(plan):
+        fn, tasks = run_row, [(plan, str(out), j) for j in range(len(plan.lams))
+                              if any((j, dr) in missing for dr in DIRECTIONS)]
+    else:
+        fn, tasks = run_sweep, [(plan, str(out), j, dr) for j in range(len(plan.lams))
+                                for dr in DIRECTIONS if (j, dr) in missing]
+    computed = sum(run_tasks(fn, tasks, executor=executor, workers=workers, progress=progress))
     meta = assemble(plan, out, thresholds)
     meta["computed"] = computed
     return meta
@@ -441,13 +561,15 @@ def run_phase_diagram_experiment(plan: PhaseDiagramPlan, out: Path, *, bayes: bo
     (:func:`bayes_baseline`, ``bayes_mc`` its Monte-Carlo options), and the figure
     ``phase_diagram.<figure_format>`` (png, pdf or svg; heatmaps with the thresholds
     drawn, and the ERM / Bayes-optimal ratios with ``bayes``) with ``title``.
-    ``progress``: bars of the finished sweeps and Bayes-optimal solves."""
+    ``progress``: bars of the finished sweeps (lam rows where :func:`solved_by_rows`) and
+    Bayes-optimal solves."""
     from .. import plotting
 
     out = Path(out)
     thresholds = threshold_row(plan.problem)
+    unit = "lam rows" if solved_by_rows(plan) else "sweeps"
     meta = run_phase_diagram(plan, out, executor=executor, workers=workers,
-                             progress=lambda it, n: progress_bar(it, total=n, desc="sweeps",
+                             progress=lambda it, n: progress_bar(it, total=n, desc=unit,
                                                                  show=progress),
                              # JSON: alpha_interp = inf (noiseless) is null + a note
                              thresholds=nonfinite_notes(thresholds, THRESHOLD_KEYS))
