@@ -30,6 +30,15 @@ def _records(out, plan=PLAN):
             for i in range(len(plan.alphas))}
 
 
+def _copy_of(out, copy):
+    """A copy of the diagram directory ``out`` (points and metadata) at ``copy``."""
+    (copy / "points").mkdir(parents=True)
+    for f in (out / "points").glob("*.json"):
+        (copy / "points" / f.name).write_text(f.read_text())
+    (copy / "phase_diagram.json").write_text((out / "phase_diagram.json").read_text())
+    return copy
+
+
 @pytest.fixture(scope="module")
 def diagram(tmp_path_factory):
     out = tmp_path_factory.mktemp("rows") / "pd"
@@ -79,11 +88,7 @@ def test_refined_points_are_the_se_of_the_point_within_its_errors(diagram):
 
 def test_a_resumed_row_recomputes_only_the_missing_points_identically(diagram, tmp_path):
     out, _ = diagram
-    copy = tmp_path / "pd"
-    (copy / "points").mkdir(parents=True)
-    for f in (out / "points").glob("*.json"):
-        (copy / "points" / f.name).write_text(f.read_text())
-    (copy / "phase_diagram.json").write_text((out / "phase_diagram.json").read_text())
+    copy = _copy_of(out, tmp_path / "pd")
     point_file(copy, 1, "up", 2).unlink()   # an up point (the down copy stays)
     point_file(copy, 0, "down", 0).unlink()
     meta = run_phase_diagram(PLAN, copy, workers=0)
@@ -130,3 +135,21 @@ def test_a_wrong_coarse_x_is_not_trusted():
     assert r.converged
     for f in ("m", "q", "V"):
         assert getattr(r, f) == pytest.approx(getattr(ref, f), rel=1e-4)
+
+
+def test_a_failed_up_refinement_is_not_repeated_on_the_down_branch(diagram, tmp_path):
+    """Where the coarse branches agree and the up branch's refinement failed, the down
+    record is that failure (a point the fine level cannot resolve costs its iterations once):
+    not converged, saying why."""
+    out, _ = diagram
+    copy = _copy_of(out, tmp_path / "pd")
+    up = json.loads(point_file(copy, 0, "up", 1).read_text())
+    up.update(converged=False, status="max_iter: not converged in 300 iterations")
+    point_file(copy, 0, "up", 1).write_text(json.dumps(up))
+    point_file(copy, 0, "down", 1).unlink()
+    meta = run_phase_diagram(PLAN, copy, workers=0)
+    assert meta["computed"] == 1
+    down = json.loads(point_file(copy, 0, "down", 1).read_text())
+    assert not down["converged"] and down["level"] == "coarse"
+    assert "whose refinement failed: max_iter" in down["status"]
+    assert meta["n_converged"] == 5 and meta["status"][1][0].startswith("not converged")

@@ -205,8 +205,10 @@ def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
     3. The down branch: where its coarse fixed point is the up branch's (relative distance
        ~1e-3 at most, against O(0.1-1) between distinct fixed points, as for the two starts
        of one SE point) and the up branch converged, its record is the up branch's
-       (``level`` "coarse"); elsewhere it is refined like the up branch.
-    A point whose coarse solve failed is solved as :func:`run_sweep` solves it.  The coarse
+       (``level`` "coarse"; a failed refinement is not repeated either); elsewhere it is
+       refined like the up branch.
+    A point whose coarse solve failed is solved as :func:`run_sweep` solves it; one whose
+    refinement from a coarse fixed point failed keeps that failure (status, residual).  The coarse
     level is deterministic, so a resumed row recomputes it and continues identically.
     """
     store = point_store(out)
@@ -268,11 +270,16 @@ def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: st
     if direction == "down" and rc.converged and rc_up.converged and same_fixed_point(
             rc_up.x, rc.x, 0.1 * COARSE_TOL):
         up = store.read(point_key(j, "up", i))
-        if up is not None and up["converged"]:
+        if up is not None:
+            # the same coarse fixed point: the same fine solve, which would end as the up
+            # branch's did (a failure included: a point the fine level cannot resolve costs
+            # its max_iter evaluations once, not twice)
+            status = ("converged (the down sweep's coarse fixed point is the up sweep's: the "
+                      "up branch's refined values)" if up["converged"] else
+                      "not converged (the down sweep's coarse fixed point is the up sweep's, "
+                      f"whose refinement failed: {up['status']})")
             return {**up, "direction": "down", "level": "coarse", "iterations": 0,
-                    "iterations_coarse": rc.iterations, "seconds": 0.0,
-                    "status": "converged (the down sweep's coarse fixed point is the up "
-                              "sweep's: the up branch's refined values)"}
+                    "iterations_coarse": rc.iterations, "seconds": 0.0, "status": status}
     problem = plan.at(i, j)
     kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
     r = None
@@ -284,7 +291,7 @@ def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: st
             except ValueError:  # the shifted start left the domain
                 continue
             break
-    if r is None or not r.success:
+    if r is None:  # no coarse fixed point to refine: solved as run_sweep solves it
         if done:
             r = _continued(problem, plan, done, plan.alphas[i])
         else:
