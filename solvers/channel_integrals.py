@@ -186,11 +186,16 @@ def auto_step_log2_n(channel, replicas: int, log2_n: int) -> int:
     return k
 
 
+def test_draw_bytes(channel, test_log2_n: int, replicas: int) -> int:
+    """Bytes of the test-only draws: replicas x 2^test_log2_n x test_draw_dimension doubles."""
+    return 8 * replicas * 2**test_log2_n * test_draw_dimension(channel)
+
+
 def check_test_draw_size(channel, test_log2_n: int, replicas: int) -> None:
     """Refuse a test-only sample set whose draws do not fit in memory (naming test_log2_n)."""
     from amp_attention.resources import gib, memory_shortfall
 
-    need = 8 * replicas * 2**test_log2_n * test_draw_dimension(channel)
+    need = test_draw_bytes(channel, test_log2_n, replicas)
     why = memory_shortfall(need)
     if why:
         raise ValueError(f"test_log2_n = {test_log2_n}: the test-only samples hold {replicas} "
@@ -203,9 +208,19 @@ def auto_test_log2_n(channel, replicas: int, log2_n: int) -> int:
     min(log2_n + TEST_LOG2_N_EXTRA, TEST_LOG2_N_MAX) whose draws (replicas x 2^k x
     test_draw_dimension doubles) fit TEST_DRAW_BUDGET (at least 2^4)."""
     k = min(log2_n + TEST_LOG2_N_EXTRA, TEST_LOG2_N_MAX)
-    while k > 4 and 8 * replicas * 2**k * test_draw_dimension(channel) > TEST_DRAW_BUDGET:
+    while k > 4 and test_draw_bytes(channel, k, replicas) > TEST_DRAW_BUDGET:
         k -= 1
     return k
+
+
+def extra_sample_sizes(channel, replicas: int, log2_n: int, test_log2_n: int | None,
+                       step_log2_n: int | None) -> tuple[int, int]:
+    """(test_log2_n, step_log2_n) of the test-only and control-variate sample sets, None
+    resolved to :func:`auto_test_log2_n` and :func:`auto_step_log2_n` (what
+    :class:`MonteCarloChannel` uses and the CLI reports)."""
+    test = auto_test_log2_n(channel, replicas, log2_n) if test_log2_n is None else int(test_log2_n)
+    step = auto_step_log2_n(channel, replicas, log2_n) if step_log2_n is None else int(step_log2_n)
+    return test, step
 
 
 @dataclass(frozen=True)
@@ -295,19 +310,17 @@ class MonteCarloChannel:
         self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
                       if draws is None else draws)
         #: log2 of the test-only samples per replica (test_fields); 0: none, the test
-        #: errors come from the SE's own samples; None: auto_test_log2_n
-        self.test_log2_n = (auto_test_log2_n(channel, self.draws.replicas, self.log2_n)
-                            if test_log2_n is None else int(test_log2_n))
+        #: errors come from the SE's own samples; None: auto_test_log2_n.  log2 of the samples
+        #: per replica of the Newton-step control variate (docs/theory.md 16.6; 0: none;
+        #: None: auto_step_log2_n): m_hat, q_hat and V_hat are its mean on these samples
+        #: plus the mean of (prox term - its term) on the SE's own samples
+        self.test_log2_n, self.step_log2_n = extra_sample_sizes(
+            channel, self.draws.replicas, self.log2_n, test_log2_n, step_log2_n)
         if self.test_log2_n and self.test_log2_n < 4:
             raise ValueError(f"test_log2_n must be 0 (no test-only samples) or >= 4, "
                              f"got {test_log2_n!r}")
         if test_log2_n:
             check_test_draw_size(channel, self.test_log2_n, self.draws.replicas)
-        #: log2 of the samples per replica of the Newton-step control variate (docs/theory.md
-        #: 16.6; 0: none; None: auto_step_log2_n): m_hat, q_hat and V_hat are its mean on
-        #: these samples plus the mean of (prox term - its term) on the SE's own samples
-        self.step_log2_n = (auto_step_log2_n(channel, self.draws.replicas, self.log2_n)
-                            if step_log2_n is None else int(step_log2_n))
         if self.step_log2_n:
             if self.step_log2_n < 2:
                 raise ValueError(f"step_log2_n must be 0 (no control variate) or >= 2, "

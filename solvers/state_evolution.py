@@ -678,10 +678,7 @@ def solve_state_evolution(
     se = StateEvolution(problem, mc, finite_d, integrals=integrals)
     starts = se.starts()
     if x0 is not None:
-        x0 = np.asarray(x0, dtype=float)
-        if x0.shape != (3,) or not np.all(np.isfinite(x0)) or not se.valid(x0):
-            raise ValueError(f"x0 must be a valid (m, q, V) with q >= 0, V >= 0, m^2 <= q Q0, "
-                             f"got {x0!r}")
+        x0 = _checked_point(se, "x0", x0)
         starts, names = {"warm": x0}, ("warm",)
     elif coarse_x is not None:
         raise ValueError("coarse_x needs x0, the fine level's start")
@@ -726,12 +723,18 @@ def solve_state_evolution(
                     finite_d=None if finite_d is None else asdict(finite_d), spectrum=spec)
 
 
+def _checked_point(se: StateEvolution, name: str, value) -> np.ndarray:
+    """``value`` as an (m, q, V) array in the SE's domain, or ValueError naming ``name``."""
+    x = np.asarray(value, dtype=float)
+    if x.shape != (3,) or not np.all(np.isfinite(x)) or not se.valid(x):
+        raise ValueError(f"{name} must be a valid (m, q, V) with q >= 0, V >= 0, m^2 <= q Q0, "
+                         f"got {value!r}")
+    return x
+
+
 def _checked_coarse_x(se: StateEvolution, coarse_x) -> np.ndarray:
     """coarse_x as an array, or ValueError naming it."""
-    x = np.asarray(coarse_x, dtype=float)
-    if x.shape != (3,) or not np.all(np.isfinite(x)) or not se.valid(x):
-        raise ValueError(f"coarse_x must be a valid (m, q, V) with q >= 0, V >= 0, "
-                         f"m^2 <= q Q0, got {coarse_x!r}")
+    x = _checked_point(se, "coarse_x", coarse_x)
     if se.coarse() is None:
         raise ValueError("coarse_x: this problem has no coarse level (a closed-form channel, "
                          "or mc.coarse_log2_n >= mc.log2_n)")

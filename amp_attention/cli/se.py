@@ -129,11 +129,10 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
               "max_iter": args.max_iter, "damping": args.damping, "start": args.start,
               "validation_note": validation_note(problem.task.channel_object)}
     if not closed_form(problem.task.channel):
-        from ..solvers.channel_integrals import auto_step_log2_n, auto_test_log2_n
+        from ..solvers.channel_integrals import extra_sample_sizes
 
-        ch, R, M = problem.task.channel_object, args.mc_replicas, args.mc_log2n
-        test = (auto_test_log2_n(ch, R, M) if args.mc_test_log2n is None else args.mc_test_log2n)
-        step = (auto_step_log2_n(ch, R, M) if args.mc_step_log2n is None else args.mc_step_log2n)
+        test, step = extra_sample_sizes(problem.task.channel_object, args.mc_replicas,
+                                        args.mc_log2n, args.mc_test_log2n, args.mc_step_log2n)
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
                       mc_coarse_log2n=args.mc_coarse_log2n, mc_test_log2n=test,
                       mc_step_log2n=step)

@@ -39,8 +39,9 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from amp_attention.solvers.state_evolution import (MonteCarloOptions, StateEvolution,
-                                                   same_fixed_point, solve_state_evolution,
+from amp_attention.solvers.state_evolution import (COARSE_TOL, MonteCarloOptions,
+                                                   StateEvolution, same_fixed_point,
+                                                   solve_coarse_level, solve_state_evolution,
                                                    unique_fixed_point)
 
 from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
@@ -238,8 +239,6 @@ def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
 
 def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
     """{i: coarse-level fixed-point report} of one sweep over the row's SE maps ``ses``."""
-    from amp_attention.solvers.state_evolution import solve_coarse_level
-
     out = {}
     done: list[tuple[float, np.ndarray]] = []
     for i in _order(plan, direction):
@@ -247,11 +246,9 @@ def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
         starts = [se.starts()["informative" if direction == "up" else "uninformative"]]
         if done:
             starts = [done[-1][1]]
-            if len(done) == 2:
-                (a2, x2), (a1, x1) = done
-                line = x1 + (x1 - x2) * (plan.alphas[i] - a1) / (a1 - a2)
-                if se.valid(line):
-                    starts.insert(0, line)
+            line = _line_start(done, plan.alphas[i])
+            if line is not None and se.valid(line):
+                starts.insert(0, line)
         for x0 in starts:
             rep = solve_coarse_level(se, x0, tol=plan.tol, max_iter=plan.max_iter)
             if rep.converged:
@@ -265,8 +262,6 @@ def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
 def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: str, i: int,
                rc, rc_up, shift, done: list) -> dict:
     """The record of one point of :func:`run_row`'s branch ``direction``."""
-    from amp_attention.solvers.state_evolution import COARSE_TOL
-
     if direction == "down" and rc.converged and rc_up.converged and same_fixed_point(
             rc_up.x, rc.x, 0.1 * COARSE_TOL):
         up = store.read(point_key(j, "up", i))
@@ -315,17 +310,24 @@ def _continued(problem: Problem, plan: PhaseDiagramPlan, done: list, alpha: floa
     about a third of the iterations), or the last one alone (also when the line's point
     is not a valid start, or the solve from it fails)."""
     kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
-    (a1, x1) = done[-1]
-    if len(done) == 2:
-        a2, x2 = done[0]
-        guess = x1 + (x1 - x2) * (alpha - a1) / (a1 - a2)
+    guess = _line_start(done, alpha)
+    if guess is not None:
         try:
             r = solve_state_evolution(problem, x0=guess, **kw)
         except ValueError:  # the line left the domain (q < 0, V < 0 or m^2 > q Q0)
             r = None
         if r is not None and r.success:
             return r
-    return solve_state_evolution(problem, x0=x1, **kw)
+    return solve_state_evolution(problem, x0=done[-1][1], **kw)
+
+
+def _line_start(done: list, alpha: float) -> np.ndarray | None:
+    """The continuation start at ``alpha`` on the line through the last two fixed points
+    ``done`` = [(alpha, x), (alpha, x)] (None with fewer than two; it may leave the domain)."""
+    if len(done) < 2:
+        return None
+    (a2, x2), (a1, x1) = done[-2:]
+    return x1 + (x1 - x2) * (alpha - a1) / (a1 - a2)
 
 
 class OutputDirectoryError(ValueError):
