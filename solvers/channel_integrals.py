@@ -32,7 +32,8 @@ variate built at the eta-independent centre:
 
 The Hessian trace 2 alpha E[tr(I - (I + V H)^-1)]/V counts only the smooth part
 of the derivative; it is used where c = 0 (omega determined by u*: nothing jumps
-in a direction the data do not explore); both forms of the last evaluation are kept
+in a direction the data do not explore; q = 0 itself is evaluated at q = Q_MIN Q0, where the
+pairs have a spread, so that the estimator is continuous as q -> 0); both forms of the last evaluation are kept
 per replica in ``MonteCarloChannel.last_vhat_forms``.
 
 The standard normals (u*/sqrt Q0, eta, eta0, noise) are drawn ONCE from scrambled
@@ -396,6 +397,16 @@ class MonteCarloChannel:
     # point Shat = 0 (q = V = 0), which a large lam produces.
     V_MIN = 1e-7
 
+    # Below q = Q_MIN Q0 the channel side is evaluated at q = Q_MIN Q0 (m unchanged, which
+    # keeps m^2 <= q Q0).  At q = 0 the pairs have no spread (s = 0): neither the by-parts
+    # V_hat nor the step control variate exists there, and the plain estimators they replace
+    # differ from them by the Monte-Carlo error (~1e-3 in q_hat), so the map jumped at q = 0
+    # and could 2-cycle between S = 0 and a tiny S where Shat leaves 0.  The exact map is
+    # smooth at q = 0 (omega ~ N(0, q) enters through omega alone), so the floor moves it by
+    # O(Q_MIN) relative while making the estimator continuous; the spread s ~ 1e-6 sqrt(Q0)
+    # it leaves is far above the prox's rounding (the by-parts term is stable there to 1e-8).
+    Q_MIN = 1e-12
+
     # Warm-started evaluations are checked against the full multi-start on every
     # CHECK_EVERY-th sample; one worse sample sends the replica back to a cold solve.
     CHECK_EVERY = 16
@@ -593,8 +604,10 @@ class MonteCarloChannel:
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
             raise ValueError(f"the channel expectations need q >= 0 and V >= 0, got q={q!r}, V={V!r}")
-        slope, rest = overlap_split(m, q, Q0)  # q = 0: omega = 0, u* independent of it
+        overlap_split(m, q, Q0)  # the overlaps' constraint, named, before the floor
         key = (m, q, V, Q0, alpha)
+        q = max(q, self.Q_MIN * Q0)
+        slope, rest = overlap_split(m, q, Q0)
         if self._cache is not None and self._cache[0] == key:
             # The solver, the result assembly and the error propagation all ask
             # for the map at the final point: compute it once.

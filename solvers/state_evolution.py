@@ -266,7 +266,7 @@ class StateEvolution:
         reps = np.array(reps, copy=True)
         m, q, _ = (float(v) for v in x)
         test_fields = getattr(self.channel, "test_fields", None)
-        tf = test_fields(m, q, self.Q0) if test_fields is not None and q > 0 else None
+        tf = test_fields(m, q, self.Q0) if test_fields is not None else None
         if tf is None:
             return ch, reps
         from .channel_integrals import SE_FIELDS

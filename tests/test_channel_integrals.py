@@ -114,3 +114,25 @@ def test_compiled_stein_traces_equal_the_batched_linear_algebra():
         want = np.trace(np.linalg.solve(np.eye(K) + V * H, np.einsum("nmk,nml->nkl", Jh, Js)),
                         axis1=1, axis2=2)
         np.testing.assert_allclose(stein_traces(Jh, Js, H, V), want, rtol=1e-10, atol=1e-12)
+
+
+def test_the_map_is_continuous_as_q_goes_to_zero():
+    """At q = 0 the antithetic pairs have no spread, so the by-parts V_hat and the Newton-step
+    control variate do not exist there; the channel side is evaluated at q = Q_MIN Q0 below it.
+    Without that floor the q = 0 hats were the plain estimators' (q_hat ~2e-3 off the q -> 0+
+    limit at this point, logit-noise softmax, Shat leaving 0), and the SE map 2-cycled."""
+    from amp_attention.channels import channel_for
+    from amp_attention.spec import Task
+
+    ch = channel_for(Task(channel="softmax", L=2, noise=0.5, noise_at="logit"))
+    mc = MonteCarloChannel(ch, log2_n=9, replicas=4, seed=0, step_log2_n=None, test_log2_n=None)
+    Q0, alpha, V = 1.5, 0.5355, 2e-10
+    assert mc.step_log2_n > 0  # the control variate is on at q > 0, or the check is empty
+    at0 = mc.se(0.0, 0.0, V, Q0, alpha)
+    for q in (1e-16, 1e-14):
+        near = mc.se(0.0, q, V, Q0, alpha)
+        for name in ("m_hat", "q_hat", "V_hat"):
+            assert getattr(near, name) == pytest.approx(getattr(at0, name), rel=1e-9), (name, q)
+    # far enough from 0 the map moves, smoothly: q = 1e-6 is within 1e-5 of q = 0
+    far = mc.se(0.0, 1e-6, V, Q0, alpha)
+    assert far.q_hat != at0.q_hat and far.q_hat == pytest.approx(at0.q_hat, rel=1e-5)
