@@ -86,12 +86,59 @@ class GaussianDraws:
                              self.noise[:, :n])
 
 
-def sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray:
-    """(replicas, 2**log2_n, dim) standard normals from independently scrambled Sobol nets."""
-    from scipy.stats import qmc  # here: importing scipy.stats costs ~0.5 s at start-up
+#: bytes of Sobol draws kept by sobol_normals for reuse (least recently used dropped first)
+SOBOL_MEMO_BYTES = 256 * 2**20
 
+
+class _SobolMemo:
+    """The last few sobol_normals results, read-only, at most SOBOL_MEMO_BYTES in all.  A sweep
+    builds one SE per point (and a fine solve one more), each asking for the same draws; the
+    scrambled nets are a pure function of (dim, log2_n, replicas, seed), so the memo changes no
+    number, only the ~20 ms each set takes to draw."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.items: dict[tuple, np.ndarray] = {}
+
+    def get(self, key: tuple) -> np.ndarray | None:
+        arr = self.items.pop(key, None)
+        if arr is not None:
+            self.items[key] = arr  # most recently used last
+        return arr
+
+    def put(self, key: tuple, arr: np.ndarray) -> None:
+        if arr.nbytes > self.budget:
+            return
+        arr.flags.writeable = False
+        self.items[key] = arr
+        while sum(a.nbytes for a in self.items.values()) > self.budget:
+            self.items.pop(next(iter(self.items)))
+
+
+_SOBOL_MEMO = _SobolMemo(SOBOL_MEMO_BYTES)
+
+
+def clear_draw_memo() -> None:
+    """Forget the draws sobol_normals keeps (a benchmark of a cold point calls this first)."""
+    _SOBOL_MEMO.items.clear()
+
+
+def sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray:
+    """(replicas, 2**log2_n, dim) standard normals from independently scrambled Sobol nets
+    (read-only: the same array is handed to every caller with the same arguments)."""
     if dim < 1 or log2_n < 1 or replicas < 2:
         raise ValueError("need dim >= 1, log2_n >= 1 and replicas >= 2 (for an error estimate)")
+    key = (int(dim), int(log2_n), int(replicas), int(seed))
+    out = _SOBOL_MEMO.get(key)
+    if out is None:
+        out = _sobol_normals(*key)
+        _SOBOL_MEMO.put(key, out)
+    return out
+
+
+def _sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarray:
+    from scipy.stats import qmc  # here: importing scipy.stats costs ~0.5 s at start-up
+
     seeds = np.random.SeedSequence(seed).spawn(replicas)
     out = np.empty((replicas, 2**log2_n, dim))
     for r, s in enumerate(seeds):
@@ -301,6 +348,7 @@ class MonteCarloChannel:
         self._test_set: tuple | None = None
         self._test_cache: tuple | None = None
         self._step_set: tuple | None = None
+        self._own_label_set: tuple | None = None
         if vhat_form not in VHAT_FORMS:
             raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
         #: "by_parts" (default; counts the jumps of the prox minimiser) or "hessian" (the
@@ -567,6 +615,14 @@ class MonteCarloChannel:
         y = np.broadcast_to(y1.reshape(R, 1, N, -1), (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
         return y, y1
 
+    def _own_labels(self, Q0: float) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_labels` of the SE's own draws: they depend on Q0 alone (u* = sqrt(Q0)
+        zeta and the noise), not on the overlaps, so they are computed once per Q0."""
+        if self._own_label_set is None or self._own_label_set[0] != Q0:
+            smp = paired_samples(self.draws, 0.0, 1.0, Q0, self.THETA)
+            self._own_label_set = (Q0, *self._labels(self.draws, smp))
+        return self._own_label_set[1:]
+
     def _step_samples(self, Q0: float) -> tuple:
         """(Q0, draws, labels per sample, labels per point, V*) of the control variate's own
         samples, labels computed once per Q0; V* = the V below which the prox is certified
@@ -576,7 +632,7 @@ class MonteCarloChannel:
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
             y, y1 = self._labels(draws, paired_samples(draws, 0.0, 1.0, Q0, self.THETA))
-            own = self._labels(self.draws, paired_samples(self.draws, 0.0, 1.0, Q0, self.THETA))[1]
+            own = self._own_labels(Q0)[1]
             convex_below = self.channel.convex_below
             self._step_set = (Q0, draws, y, y1, min(convex_below(y1), convex_below(own)))
         return self._step_set
@@ -619,7 +675,7 @@ class MonteCarloChannel:
         R = self.draws.replicas
         smp = paired_samples(self.draws, m, q, Q0, self.THETA)
         ustar, omega = smp.ustar, smp.omega
-        y, y1 = self._labels(self.draws, smp)
+        y, y1 = self._own_labels(Q0)
         px = self._prox(y, omega, V_eff, R)
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]

@@ -136,3 +136,24 @@ def test_the_map_is_continuous_as_q_goes_to_zero():
     # far enough from 0 the map moves, smoothly: q = 1e-6 is within 1e-5 of q = 0
     far = mc.se(0.0, 1e-6, V, Q0, alpha)
     assert far.q_hat != at0.q_hat and far.q_hat == pytest.approx(at0.q_hat, rel=1e-5)
+
+
+def test_sobol_draws_are_kept_read_only_and_equal_to_fresh_ones():
+    """The memo hands out the same read-only array for the same arguments (a sweep's SEs
+    share their draws); after clearing it, fresh draws are equal element by element; a
+    small budget drops the least recently used set."""
+    from amp_attention.solvers.channel_integrals import _SobolMemo, clear_draw_memo
+
+    a = sobol_normals(5, 6, 2, 11)
+    assert sobol_normals(5, 6, 2, 11) is a and not a.flags.writeable
+    with pytest.raises(ValueError):
+        a[0, 0, 0] = 0.0
+    clear_draw_memo()
+    b = sobol_normals(5, 6, 2, 11)
+    assert b is not a and np.array_equal(a, b)
+    memo = _SobolMemo(budget=2 * a.nbytes)
+    for k in range(3):
+        memo.put(("k", k), np.ones(a.shape))
+    assert memo.get(("k", 0)) is None and memo.get(("k", 1)) is not None
+    memo.put(("k", 3), np.ones(a.shape))  # ("k", 1) was used last: ("k", 2) goes
+    assert memo.get(("k", 2)) is None and memo.get(("k", 1)) is not None
