@@ -271,6 +271,33 @@ def extra_sample_sizes(channel, replicas: int, log2_n: int, test_log2_n: int | N
     return test, step
 
 
+def sample_set_bytes(channel, log2_n: int, replicas: int, test_log2_n: int,
+                     step_log2_n: int) -> int:
+    """Bytes of every sample set of a :class:`MonteCarloChannel`: its own draws, the test-only
+    draws and the control variate's draws (a size 0: that set is off)."""
+    need = draw_bytes(channel, log2_n, replicas)
+    if test_log2_n:
+        need += test_draw_bytes(channel, test_log2_n, replicas)
+    if step_log2_n:
+        need += draw_bytes(channel, step_log2_n, replicas)
+    return need
+
+
+def check_sample_sets(channel, log2_n: int, replicas: int, test_log2_n: int,
+                      step_log2_n: int) -> None:
+    """Refuse sample sets that fit one by one but not together (each set is checked on its
+    own first: check_draw_size, check_test_draw_size), naming the three sizes."""
+    from amp_attention.resources import gib, memory_shortfall
+
+    need = sample_set_bytes(channel, log2_n, replicas, test_log2_n, step_log2_n)
+    why = memory_shortfall(need)
+    if why:
+        raise ValueError(f"the Monte-Carlo channel integrals' sample sets together (2^{log2_n} "
+                         f"own, 2^{test_log2_n} test-only and 2^{step_log2_n} control-variate "
+                         f"samples per replica, {replicas} replicas: {gib(need)}) and {why}; "
+                         "lower test_log2_n or step_log2_n (0 turns that set off) or log2_n")
+
+
 @dataclass(frozen=True)
 class PairedSamples:
     """The samples of every replica at overlaps (m, q), replica-major: row block r of
@@ -356,25 +383,29 @@ class MonteCarloChannel:
         self.vhat_form = vhat_form
         if draws is None:
             check_draw_size(channel, log2_n, replicas)
-        self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
-                      if draws is None else draws)
+        else:  # a prefix of another channel's draws
+            replicas, log2_n = draws.replicas, int(draws.ustar.shape[1]).bit_length()
         #: log2 of the test-only samples per replica (test_fields); 0: none, the test
         #: errors come from the SE's own samples; None: auto_test_log2_n.  log2 of the samples
         #: per replica of the Newton-step control variate (docs/theory.md 16.6; 0: none;
         #: None: auto_step_log2_n): m_hat, q_hat and V_hat are its mean on these samples
         #: plus the mean of (prox term - its term) on the SE's own samples
         self.test_log2_n, self.step_log2_n = extra_sample_sizes(
-            channel, self.draws.replicas, self.log2_n, test_log2_n, step_log2_n)
+            channel, replicas, log2_n, test_log2_n, step_log2_n)
         if self.test_log2_n and self.test_log2_n < 4:
             raise ValueError(f"test_log2_n must be 0 (no test-only samples) or >= 4, "
                              f"got {test_log2_n!r}")
         if test_log2_n:
-            check_test_draw_size(channel, self.test_log2_n, self.draws.replicas)
+            check_test_draw_size(channel, self.test_log2_n, replicas)
         if self.step_log2_n:
             if self.step_log2_n < 2:
                 raise ValueError(f"step_log2_n must be 0 (no control variate) or >= 2, "
                                  f"got {step_log2_n!r}")
-            check_draw_size(channel, self.step_log2_n, self.draws.replicas)
+            check_draw_size(channel, self.step_log2_n, replicas)
+        if draws is None:
+            check_sample_sets(channel, log2_n, replicas, self.test_log2_n, self.step_log2_n)
+        self.draws = (channel_draws(channel.K, channel.noise_dim, log2_n, replicas, seed)
+                      if draws is None else draws)
         self.last_stderr: dict[str, float] = {}
         self.last_replicas = np.empty((0, len(SE_FIELDS)))
         self.n_failed = 0

@@ -326,6 +326,38 @@ def test_mc_log2n_too_large_names_mc_log2n(monkeypatch, capsys) -> None:
     assert "allowed range: integers in [4, " in line
 
 
+def test_sample_sets_that_fit_one_by_one_but_not_together_are_refused(monkeypatch,
+                                                                       capsys) -> None:
+    """The own, test-only and control-variate draws are checked together as well: memory
+    for the largest set but not for all three is refused before any work, naming a flag
+    (CLI) or the sizes (API)."""
+    from amp_attention.channels import channel_for
+    from amp_attention.solvers.channel_integrals import (MonteCarloChannel, draw_bytes,
+                                                         extra_sample_sizes, sample_set_bytes,
+                                                         test_draw_bytes)
+    from amp_attention.solvers.state_evolution import MonteCarloOptions
+    from amp_attention.spec import Task
+
+    ch = channel_for(Task(channel="softmax", L=2))
+    o = MonteCarloOptions()
+    test, step = extra_sample_sizes(ch, o.replicas, o.log2_n, None, None)
+    sets = (draw_bytes(ch, o.log2_n, o.replicas), test_draw_bytes(ch, test, o.replicas),
+            draw_bytes(ch, step, o.replicas))
+    total = sample_set_bytes(ch, o.log2_n, o.replicas, test, step)
+    assert total == sum(sets) and max(sets) < 0.9 * total  # one by one they fit
+    available = int(0.95 * total / resources.MEMORY_SHARE)
+    monkeypatch.setattr(resources, "available_memory", lambda: available)
+    assert main(["se", "--channel", "softmax", "--L", "2"]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("amp-attention: error: argument --mc-log2n: ") and "together" in line
+    with pytest.raises(ValueError, match="together .* 2\\^14 control-variate"):
+        MonteCarloChannel(ch, log2_n=o.log2_n, replicas=o.replicas, test_log2_n=None,
+                          step_log2_n=None)
+    # the control variate off: the rest fits
+    assert sum(sets[:2]) <= resources.MEMORY_SHARE * available
+    MonteCarloChannel(ch, log2_n=o.log2_n, replicas=o.replicas, test_log2_n=None, step_log2_n=0)
+
+
 def test_large_L_is_still_reported_against_L(monkeypatch, capsys) -> None:
     monkeypatch.setattr(resources, "available_memory", lambda: 2**30)
     code = main(["se", "--channel", "softmax", "--L", "80"])

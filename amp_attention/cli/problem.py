@@ -201,7 +201,8 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
     except ValueError as exc:
         raise flag_error(exc, TASK_FLAGS) from None
     if not closed_form(args.channel) and hasattr(args, "mc_log2n"):
-        from ..solvers.channel_integrals import check_draw_size, check_test_draw_size
+        from ..solvers.channel_integrals import (check_draw_size, check_sample_sets,
+                                                 check_test_draw_size, extra_sample_sizes)
 
         opts = mc_options(args)
         try:  # before any work: the Gaussian draws of the channel integrals must fit
@@ -218,6 +219,14 @@ def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> P
                 check_draw_size(task.channel_object, opts.step_log2_n, opts.replicas)
             except ValueError as exc:
                 raise CLIError(f"argument --mc-step-log2n: {one_line(str(exc))}") from None
+        test, step = extra_sample_sizes(task.channel_object, opts.replicas, opts.log2_n,
+                                        opts.test_log2_n, opts.step_log2_n)
+        try:  # each set fits alone; together?
+            check_sample_sets(task.channel_object, opts.log2_n, opts.replicas, test, step)
+        except ValueError as exc:
+            flag = ("--mc-step-log2n" if opts.step_log2_n else
+                    "--mc-test-log2n" if opts.test_log2_n else "--mc-log2n")
+            raise CLIError(f"argument {flag}: {one_line(str(exc))}") from None
     if args.spikes is not None and args.target != "spiked":
         raise CLIError(f"argument --spikes: applies only to --target spiked (got --target {args.target})")
     target_file = getattr(args, "target_file", None)  # scaling has no --target-file
