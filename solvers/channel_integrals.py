@@ -32,9 +32,10 @@ variate built at the eta-independent centre:
 
 The Hessian trace 2 alpha E[tr(I - (I + V H)^-1)]/V counts only the smooth part
 of the derivative; it is used where c = 0 (omega determined by u*: nothing jumps
-in a direction the data do not explore; q = 0 itself is evaluated at q = Q_MIN Q0, where the
-pairs have a spread, so that the estimator is continuous as q -> 0); both forms of the last evaluation are kept
-per replica in ``MonteCarloChannel.last_vhat_forms``.
+in a direction the data do not explore; q = 0 itself is evaluated at q = Q_MIN Q0,
+where the pairs have a spread, so that the estimator is continuous as q -> 0); both
+forms of the last evaluation are kept per replica in
+``MonteCarloChannel.last_vhat_forms``.
 
 The standard normals (u*/sqrt Q0, eta, eta0, noise) are drawn ONCE from scrambled
 Sobol sequences -- common random numbers across SE iterations, so that the SE
