@@ -81,6 +81,11 @@ class GaussianDraws:
     def replicas(self) -> int:
         return self.ustar.shape[0]
 
+    @property
+    def log2_n(self) -> int:
+        """log2 of the samples per replica (two per RQMC point)."""
+        return int(self.ustar.shape[1]).bit_length()
+
     def prefix(self, n: int) -> "GaussianDraws":
         """The first n points of every replica."""
         return GaussianDraws(self.ustar[:, :n], self.eta[:, :n], self.eta0[:, :n],
@@ -385,7 +390,7 @@ class MonteCarloChannel:
         if draws is None:
             check_draw_size(channel, log2_n, replicas)
         else:  # a prefix of another channel's draws
-            replicas, log2_n = draws.replicas, int(draws.ustar.shape[1]).bit_length()
+            replicas, log2_n = draws.replicas, draws.log2_n
         #: log2 of the test-only samples per replica (test_fields); 0: none, the test
         #: errors come from the SE's own samples; None: auto_test_log2_n.  log2 of the samples
         #: per replica of the Newton-step control variate (docs/theory.md 16.6; 0: none;
@@ -440,7 +445,7 @@ class MonteCarloChannel:
     @property
     def log2_n(self) -> int:
         """log2 of the samples per replica (two per RQMC point)."""
-        return int(self.draws.ustar.shape[1]).bit_length()
+        return self.draws.log2_n
 
     def prefix(self, log2_n: int) -> "MonteCarloChannel":
         """The same channel on the first 2**log2_n samples (2**(log2_n - 1) points) of
@@ -637,12 +642,13 @@ class MonteCarloChannel:
             cols.append(smp.per_replica(np.where(np.isfinite(st), st, 0.0)))
         return np.column_stack(cols)
 
-    def _labels(self, draws: GaussianDraws, smp: PairedSamples) -> tuple[np.ndarray, np.ndarray]:
-        """(labels of every sample (2RN, M), labels of every point (RN, M)): the two samples of
-        a point share u* and the noise."""
+    def _labels(self, draws: GaussianDraws, Q0: float) -> tuple[np.ndarray, np.ndarray]:
+        """(labels of every sample (2RN, M), labels of every point (RN, M)) of ``draws`` with
+        u* = sqrt(Q0) zeta: the two samples of a point share u* and the noise, and the labels
+        do not depend on the overlaps."""
         ch = self.channel
-        R, N = smp.replicas, smp.n_points
-        first = smp.ustar.reshape(R, 2, N, ch.K)[:, 0].reshape(R * N, ch.K)
+        R, N, K = draws.ustar.shape
+        first = (math.sqrt(Q0) * draws.ustar).reshape(R * N, K)
         y1 = ch.labels_from_noise(ch.h_from_u(first), draws.noise.reshape(R * N, -1))
         y = np.broadcast_to(y1.reshape(R, 1, N, -1), (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
         return y, y1
@@ -651,8 +657,7 @@ class MonteCarloChannel:
         """:meth:`_labels` of the SE's own draws: they depend on Q0 alone (u* = sqrt(Q0)
         zeta and the noise), not on the overlaps, so they are computed once per Q0."""
         if self._own_label_set is None or self._own_label_set[0] != Q0:
-            smp = paired_samples(self.draws, 0.0, 1.0, Q0, self.THETA)
-            self._own_label_set = (Q0, *self._labels(self.draws, smp))
+            self._own_label_set = (Q0, *self._labels(self.draws, Q0))
         return self._own_label_set[1:]
 
     def _step_samples(self, Q0: float) -> tuple:
@@ -663,7 +668,7 @@ class MonteCarloChannel:
             R = self.draws.replicas
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
-            y, y1 = self._labels(draws, paired_samples(draws, 0.0, 1.0, Q0, self.THETA))
+            y, y1 = self._labels(draws, Q0)
             own = self._own_labels(Q0)[1]
             convex_below = self.channel.convex_below
             self._step_set = (Q0, draws, y, y1, min(convex_below(y1), convex_below(own)))
