@@ -96,7 +96,7 @@ class GaussianDraws:
 SOBOL_MEMO_BYTES = 256 * 2**20
 
 
-class _SobolMemo:
+class SobolMemo:
     """The last few sobol_normals results, read-only, at most SOBOL_MEMO_BYTES in all.  A sweep
     builds one SE per point (and a fine solve one more), each asking for the same draws; the
     scrambled nets are a pure function of (dim, log2_n, replicas, seed), so the memo changes no
@@ -121,7 +121,7 @@ class _SobolMemo:
             self.items.pop(next(iter(self.items)))
 
 
-_SOBOL_MEMO = _SobolMemo(SOBOL_MEMO_BYTES)
+_SOBOL_MEMO = SobolMemo(SOBOL_MEMO_BYTES)
 
 
 def clear_draw_memo() -> None:

@@ -142,7 +142,7 @@ def test_sobol_draws_are_kept_read_only_and_equal_to_fresh_ones():
     """The memo hands out the same read-only array for the same arguments (a sweep's SEs
     share their draws); after clearing it, fresh draws are equal element by element; a
     small budget drops the least recently used set."""
-    from amp_attention.solvers.channel_integrals import _SobolMemo, clear_draw_memo
+    from amp_attention.solvers.channel_integrals import SobolMemo, clear_draw_memo
 
     a = sobol_normals(5, 6, 2, 11)
     assert sobol_normals(5, 6, 2, 11) is a and not a.flags.writeable
@@ -151,7 +151,7 @@ def test_sobol_draws_are_kept_read_only_and_equal_to_fresh_ones():
     clear_draw_memo()
     b = sobol_normals(5, 6, 2, 11)
     assert b is not a and np.array_equal(a, b)
-    memo = _SobolMemo(budget=2 * a.nbytes)
+    memo = SobolMemo(budget=2 * a.nbytes)
     for k in range(3):
         memo.put(("k", k), np.ones(a.shape))
     assert memo.get(("k", 0)) is None and memo.get(("k", 1)) is not None
