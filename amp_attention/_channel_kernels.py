@@ -89,51 +89,54 @@ _CHUNK_OUT = 1024
 
 
 # ----------------------------------------------------------------- small helpers
-@njit(cache=True)
-def _h_from_u(u, ka, kb, tau, h):
+# The evaluators run once per Newton iteration of every sample (the prox, the control
+# variate's steps): they keep h, A = softmax_rows(beta h), G and the row blocks Hb of the
+# Hessian in one flat scratch vector (offsets below) and their helpers are inlined, because
+# a reshaped view or a non-inlined call with array arguments per evaluation cost more than
+# the arithmetic at L = 2-3 (one thread, an L = 2 evaluation with its Hessian: ~400 ns with
+# views, ~210 ns flat; docs/performance.md).  The 2-D forms below wrap the flat ones, so
+# every formula is written once.
+@njit(cache=True, inline="always")
+def _h_from_u_flat(u, ka, kb, tau, L, w, o):
+    """h(u) into w[o + a L + b] (row-major)."""
     for k in range(u.size):
         v = tau[k] * u[k]
-        h[ka[k], kb[k]] = v
-        h[kb[k], ka[k]] = v
+        w[o + ka[k] * L + kb[k]] = v
+        w[o + kb[k] * L + ka[k]] = v
 
 
-@njit(cache=True)
-def _softmax_rows(beta, h, A):
-    L = h.shape[0]
+@njit(cache=True, inline="always")
+def _softmax_rows_flat(beta, L, src, so, dst, do):
+    """softmax_rows(beta h) of h at src[so:] (row-major L x L) into dst[do:]."""
     for a in range(L):
-        m = beta * h[a, 0]
+        m = beta * src[so + a * L]
         for b in range(1, L):
-            m = max(m, beta * h[a, b])
+            m = max(m, beta * src[so + a * L + b])
         s = 0.0
         for b in range(L):
-            e = math.exp(beta * h[a, b] - m)
-            A[a, b] = e
+            e = math.exp(beta * src[so + a * L + b] - m)
+            dst[do + a * L + b] = e
             s += e
         for b in range(L):
-            A[a, b] /= s
+            dst[do + a * L + b] /= s
 
 
-@njit(cache=True)
-def _grad_to_u(G, ka, kb, tau, grad):
+@njit(cache=True, inline="always")
+def _grad_to_u_flat(w, go, L, ka, kb, tau, grad):
+    """grad_u from G = dl/dh at w[go:] (all L^2 entries independent)."""
     for k in range(ka.size):
         a = ka[k]
         b = kb[k]
         if a == b:
-            grad[k] = tau[k] * G[a, a]
+            grad[k] = tau[k] * w[go + a * L + a]
         else:
-            grad[k] = tau[k] * (G[a, b] + G[b, a])
+            grad[k] = tau[k] * (w[go + a * L + b] + w[go + b * L + a])
 
 
-@njit(cache=True)
-def _blk(Hb, r1, c1, r2, c2):
-    # Entries of h in different rows do not interact in the row-wise softmax.
-    if r1 == r2:
-        return Hb[r1, c1, c2]
-    return 0.0
-
-
-@njit(cache=True)
-def _hess_to_u(Hb, ka, kb, tau, hess):
+@njit(cache=True, inline="always")
+def _hess_to_u_flat(w, ho, L, ka, kb, tau, hess):
+    """Hessian in u from the row blocks Hb[a, c, d] = d2l/dh_ac dh_ad at w[ho + (a L + c) L + d]
+    (entries of h in different rows do not interact in the row-wise softmax)."""
     K = ka.size
     for k in range(K):
         a = ka[k]
@@ -141,19 +144,30 @@ def _hess_to_u(Hb, ka, kb, tau, hess):
         for k2 in range(k, K):
             c = ka[k2]
             d = kb[k2]
-            s = _blk(Hb, a, b, c, d)
-            if c != d:
-                s += _blk(Hb, a, b, d, c)
+            s = w[ho + (a * L + b) * L + d] if a == c else 0.0
+            if c != d and a == d:
+                s += w[ho + (a * L + b) * L + c]
             if a != b:
-                s += _blk(Hb, b, a, c, d)
-                if c != d:
-                    s += _blk(Hb, b, a, d, c)
+                if b == c:
+                    s += w[ho + (b * L + a) * L + d]
+                if c != d and b == d:
+                    s += w[ho + (b * L + a) * L + c]
             v = tau[k] * tau[k2] * s
             hess[k, k2] = v
             hess[k2, k] = v
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
+def _h_from_u(u, ka, kb, tau, h):
+    _h_from_u_flat(u, ka, kb, tau, h.shape[0], h.reshape(h.size), 0)
+
+
+@njit(cache=True, inline="always")
+def _grad_to_u(G, ka, kb, tau, grad):
+    _grad_to_u_flat(G.reshape(G.size), 0, G.shape[0], ka, kb, tau, grad)
+
+
+@njit(cache=True, inline="always")
 def _n_tokens(ka):
     return ka[ka.size - 1] + 1
 
@@ -164,119 +178,121 @@ def work_size(L: int) -> int:
 
 
 # ------------------------------------------------------------------ evaluators
-# Inlined: as a call, returning the four views cost 16 % of the prox time (L = 3).
 @njit(cache=True, inline="always")
 def _row_softmax_work(u, beta, ka, kb, tau, work):
-    """Lay out the evaluators' scratch (h, A, G: L x L each; Hb: L x L x L) in
-    ``work``, fill h = h(u) and A = softmax_rows(beta h); return (L, A, G, Hb)."""
+    """Fill h = h(u) at work[0:L^2] and A = softmax_rows(beta h) at work[L^2:2L^2]; return L
+    (G follows at 2 L^2, the Hessian's row blocks Hb at 3 L^2)."""
     L = _n_tokens(ka)
-    LL = L * L
-    h = work[:LL].reshape((L, L))
-    A = work[LL:2 * LL].reshape((L, L))
-    G = work[2 * LL:3 * LL].reshape((L, L))
-    Hb = work[3 * LL:3 * LL + LL * L].reshape((L, L, L))
-    _h_from_u(u, ka, kb, tau, h)
-    _softmax_rows(beta, h, A)
-    return L, A, G, Hb
+    _h_from_u_flat(u, ka, kb, tau, L, work, 0)
+    _softmax_rows_flat(beta, L, work, 0, work, L * L)
+    return L
 
 
-@njit(cache=True)
-def _softmax_loss_s(A, y, L, G):
-    """l = 1/2 sum_ab (A_ab - y_ab)^2 and s_ac = A_ac (r_ac - rbar_a) in G, with r = A - y
-    and rbar_a = sum_b r_ab A_ab: dl/dh_ac = beta s_ac (all L^2 entries of h
-    independent).  The one place the softmax loss gradient is written."""
+@njit(cache=True, inline="always")
+def _softmax_loss_s_flat(w, ao, y, L, g, go):
+    """l = 1/2 sum_ab (A_ab - y_ab)^2 and s_ac = A_ac (r_ac - rbar_a) at g[go:], with A at
+    w[ao:], r = A - y and rbar_a = sum_b r_ab A_ab: dl/dh_ac = beta s_ac (all L^2 entries
+    of h independent).  The one place the softmax loss gradient is written."""
     loss = 0.0
     for a in range(L):
         for b in range(L):
-            r = A[a, b] - y[a * L + b]
+            r = w[ao + a * L + b] - y[a * L + b]
             loss += r * r
     for a in range(L):
         rbar = 0.0
         for b in range(L):
-            rbar += (A[a, b] - y[a * L + b]) * A[a, b]
+            Ab = w[ao + a * L + b]
+            rbar += (Ab - y[a * L + b]) * Ab
         for c in range(L):
-            G[a, c] = A[a, c] * ((A[a, c] - y[a * L + c]) - rbar)
+            Ac = w[ao + a * L + c]
+            g[go + a * L + c] = Ac * ((Ac - y[a * L + c]) - rbar)
     return 0.5 * loss
 
 
 @njit(cache=True)
 def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
     beta = par[0]
-    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
+    L = _row_softmax_work(u, beta, ka, kb, tau, work)
+    LL = L * L
+    ao, go, ho = LL, 2 * LL, 3 * LL
     if mode == 0:
         loss = 0.0
         for a in range(L):
             for b in range(L):
-                r = A[a, b] - y[a * L + b]
+                r = work[ao + a * L + b] - y[a * L + b]
                 loss += r * r
         return 0.5 * loss
-    loss = _softmax_loss_s(A, y, L, G)
+    loss = _softmax_loss_s_flat(work, ao, y, L, work, go)
     b2 = beta * beta
     if mode >= 2:
         for a in range(L):
             S2 = 0.0
             for b in range(L):
-                S2 += A[a, b] * A[a, b]
+                S2 += work[ao + a * L + b] * work[ao + a * L + b]
             for c in range(L):
-                Ac = A[a, c]
-                sc = G[a, c]
+                Ac = work[ao + a * L + c]
+                sc = work[go + a * L + c]
                 for d in range(L):
-                    Ad = A[a, d]
-                    v = -Ac * Ac * Ad - Ac * Ad * Ad + Ac * Ad * S2 - sc * Ad - Ac * G[a, d]
+                    Ad = work[ao + a * L + d]
+                    v = -Ac * Ac * Ad - Ac * Ad * Ad + Ac * Ad * S2 - sc * Ad - Ac * work[go + a * L + d]
                     if c == d:
                         v += Ac * Ac + sc
-                    Hb[a, c, d] = b2 * v
+                    work[ho + (a * L + c) * L + d] = b2 * v
     for a in range(L):
         for c in range(L):
-            G[a, c] *= beta
-    _grad_to_u(G, ka, kb, tau, grad)
+            work[go + a * L + c] *= beta
+    _grad_to_u_flat(work, go, L, ka, kb, tau, grad)
     if mode >= 2:
-        _hess_to_u(Hb, ka, kb, tau, hess)
+        _hess_to_u_flat(work, ho, L, ka, kb, tau, hess)
     return loss
 
 
-@njit(cache=True)
-def _seq2lab_residual(A, y, L):
-    """r = g - y with g = (1/L) sum_a A_aa."""
+@njit(cache=True, inline="always")
+def _seq2lab_residual_flat(w, ao, y, L):
+    """r = g - y with g = (1/L) sum_a A_aa, A at w[ao:]."""
     gval = 0.0
     for a in range(L):
-        gval += A[a, a]
+        gval += w[ao + a * L + a]
     gval /= L
     return gval - y[0]
 
 
-@njit(cache=True)
-def _seq2lab_dg(A, beta, L, G):
-    """dg/dh_ac = (beta/L) A_aa (delta_ac - A_ac) in G (all L^2 entries independent); the
-    one place the seq2lab output derivative is written (dl/dh = r dg/dh)."""
+@njit(cache=True, inline="always")
+def _seq2lab_dg_flat(w, ao, beta, L, g, go):
+    """dg/dh_ac = (beta/L) A_aa (delta_ac - A_ac) at g[go:], A at w[ao:] (all L^2 entries
+    independent); the one place the seq2lab output derivative is written (dl/dh = r dg/dh)."""
     for a in range(L):
         for c in range(L):
-            G[a, c] = (beta / L) * A[a, a] * ((1.0 if a == c else 0.0) - A[a, c])
+            g[go + a * L + c] = (beta / L) * w[ao + a * L + a] * ((1.0 if a == c else 0.0)
+                                                                  - w[ao + a * L + c])
 
 
 @njit(cache=True)
 def _eval_seq2lab(u, y, par, ka, kb, tau, mode, work, grad, hess):
     beta = par[0]
-    L, A, G, Hb = _row_softmax_work(u, beta, ka, kb, tau, work)
-    r = _seq2lab_residual(A, y, L)
+    L = _row_softmax_work(u, beta, ka, kb, tau, work)
+    LL = L * L
+    ao, go, ho = LL, 2 * LL, 3 * LL
+    r = _seq2lab_residual_flat(work, ao, y, L)
     loss = 0.5 * r * r
     if mode == 0:
         return loss
-    _seq2lab_dg(A, beta, L, G)
-    _grad_to_u(G, ka, kb, tau, grad)  # grad_u g, scaled by r below
+    _seq2lab_dg_flat(work, ao, beta, L, work, go)
+    _grad_to_u_flat(work, go, L, ka, kb, tau, grad)  # grad_u g, scaled by r below
     if mode >= 2:
         w = r * beta * beta / L
         for a in range(L):
-            Aa = A[a, a]
+            Aa = work[ao + a * L + a]
             for c in range(L):
-                Ac = A[a, c]
+                Ac = work[ao + a * L + c]
                 dac = 1.0 if a == c else 0.0
                 for d in range(L):
-                    Ad = A[a, d]
+                    Ad = work[ao + a * L + d]
                     dad = 1.0 if a == d else 0.0
                     dcd = 1.0 if c == d else 0.0
-                    Hb[a, c, d] = w * (Aa * (dad - Ad) * (dac - Ac) - Aa * Ac * (dcd - Ad))
-        _hess_to_u(Hb, ka, kb, tau, hess)
+                    work[ho + (a * L + c) * L + d] = w * (Aa * (dad - Ad) * (dac - Ac)
+                                                          - Aa * Ac * (dcd - Ad))
+        _hess_to_u_flat(work, ho, L, ka, kb, tau, hess)
         K = ka.size
         for k in range(K):
             for k2 in range(K):
@@ -399,7 +415,7 @@ def _start_seq2lab(y, omega, V, par, ka, kb, tau, work, u0):
 
 
 # ------------------------------------------------------------ linear algebra
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _cholesky(A, shift, C):
     """Lower Cholesky factor of A + shift I into C; False if not positive definite."""
     K = A.shape[0]
@@ -419,7 +435,7 @@ def _cholesky(A, shift, C):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _chol_solve_neg(C, b, x):
     """x = -(C C^T)^{-1} b."""
     K = b.size
@@ -526,8 +542,10 @@ def _start_builtin(y, omega, V, par, ka, kb, tau, work, u0):
 # ------------------------------------------------- outputs of the built-in channels
 @njit(cache=True)
 def _softmax_rows_chunk(lo, hi, H, beta, A):
+    L = H.shape[1]
+    Hf, Af = H.reshape(H.size), A.reshape(A.size)
     for i in range(lo, hi):
-        _softmax_rows(beta, H[i], A[i])
+        _softmax_rows_flat(beta, L, Hf, i * L * L, Af, i * L * L)
 
 
 @njit(cache=True, parallel=True)
@@ -546,20 +564,24 @@ def softmax_rows_batch(H, beta):
 def _row_jacobian_chunk(lo, hi, U, beta, ka, kb, tau, A, D):
     K = U.shape[1]
     L = A.shape[1]
-    h = np.empty((L, L))
+    h = np.empty(L * L)
+    u = np.empty(K)
+    Af = A.reshape(A.size)
     for i in range(lo, hi):
         D[i] = 0.0
-        _h_from_u(U[i], ka, kb, tau, h)
-        Ai = A[i]
-        _softmax_rows(beta, h, Ai)
+        for k in range(K):
+            u[k] = U[i, k]
+        _h_from_u_flat(u, ka, kb, tau, L, h, 0)
+        o = i * L * L
+        _softmax_rows_flat(beta, L, h, 0, Af, o)
         for k in range(K):
             f = beta * tau[k]
             row = ka[k]
             col = kb[k]
             for rep in range(2):
                 for b in range(L):
-                    D[i, k, row, b] -= f * Ai[row, b] * Ai[row, col]
-                D[i, k, row, col] += f * Ai[row, col]
+                    D[i, k, row, b] -= f * Af[o + row * L + b] * Af[o + row * L + col]
+                D[i, k, row, col] += f * Af[o + row * L + col]
                 if ka[k] == kb[k]:
                     break
                 row = kb[k]
@@ -1011,12 +1033,18 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
     x = np.empty(K)
     aug = np.empty((K, 2 * K))
     u = np.empty(K)
+    # rows copied, not viewed: a view of a shared array per step is an atomic reference
+    # count on it, which the threads contend for
+    y = np.empty(Y.shape[1])
+    e = np.empty(K)
     for i in range(lo, hi):
         for k in range(K):
             u[k] = Omega[i, k]
+        for k in range(Y.shape[1]):
+            y[k] = Y[i, k]
         pd = True
         for it in range(steps):
-            _evalf(u, Y[i], par, ka, kb, tau, 2, work, grad, M)
+            _evalf(u, y, par, ka, kb, tau, 2, work, grad, M)
             # Newton on F = l + |u - omega|^2 / (2V): V grad F = V grad l + u - omega,
             # V Hess F = I + V H
             for a in range(K):
@@ -1032,7 +1060,9 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
                 u[k] += x[k]
         if not pd:
             # I + V H not positive definite: the first-order step from omega, no Jacobian
-            _evalf(Omega[i], Y[i], par, ka, kb, tau, 2, work, grad, M)
+            for k in range(K):
+                u[k] = Omega[i, k]
+            _evalf(u, y, par, ka, kb, tau, 2, work, grad, M)
             for k in range(K):
                 G[i, k] = -grad[k]
             if want_cv:
@@ -1041,12 +1071,14 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
         for k in range(K):
             G[i, k] = (u[k] - Omega[i, k]) / V
         if want_cv:
-            _chol_solve_neg(C, Eta[i], x)
+            for k in range(K):
+                e[k] = Eta[i, k]
+            _chol_solve_neg(C, e, x)
             quad = 0.0
             ee = 0.0
             for k in range(K):
-                quad -= Eta[i, k] * x[k]
-                ee += Eta[i, k] * Eta[i, k]
+                quad -= e[k] * x[k]
+                ee += e[k] * e[k]
             CV[i] = (quad - _trace_inverse(M, aug) - (ee - K)) / V
 
 
@@ -1073,24 +1105,30 @@ def loss_grad_h_batch(Y, H, par):
     for the built-in channels (par = (beta, kind)): the evaluators' own loss and
     gradient helpers, applied to h directly (what ERM needs before the adjoint)."""
     n, L = H.shape[0], H.shape[1]
+    LL = L * L
     beta = par[0]
     loss = np.empty(n)
     G = np.empty((n, L, L))
-    for i in prange(n):
-        A = np.empty((L, L))
-        _softmax_rows(beta, H[i], A)
-        if par[1] == SEQ2LAB:
-            r = _seq2lab_residual(A, Y[i], L)
-            loss[i] = 0.5 * r * r
-            _seq2lab_dg(A, beta, L, G[i])
-            for a in range(L):
-                for c in range(L):
-                    G[i, a, c] *= r
-        else:
-            loss[i] = _softmax_loss_s(A, Y[i], L, G[i])
-            for a in range(L):
-                for c in range(L):
-                    G[i, a, c] *= beta
+    Hf, Gf = H.reshape(H.size), G.reshape(G.size)
+    nchunk = (n + _CHUNK_OUT - 1) // _CHUNK_OUT
+    for c in prange(nchunk):
+        A = np.empty(LL)
+        y = np.empty(Y.shape[1])
+        for i in range(c * _CHUNK_OUT, min(n, (c + 1) * _CHUNK_OUT)):
+            for m in range(Y.shape[1]):
+                y[m] = Y[i, m]
+            o = i * LL
+            _softmax_rows_flat(beta, L, Hf, o, A, 0)
+            if par[1] == SEQ2LAB:
+                r = _seq2lab_residual_flat(A, 0, y, L)
+                loss[i] = 0.5 * r * r
+                _seq2lab_dg_flat(A, 0, beta, L, Gf, o)
+                for k in range(LL):
+                    Gf[o + k] *= r
+            else:
+                loss[i] = _softmax_loss_s_flat(A, 0, y, L, Gf, o)
+                for k in range(LL):
+                    Gf[o + k] *= beta
     return loss, G
 
 
