@@ -522,6 +522,75 @@ def stein_traces(Jh, Js, H, V):
     return out
 
 
+@njit(cache=True, inline="always")
+def _output_jacobian_builtin(u, par, ka, kb, tau, work, J, D):
+    """J[m K + k] = d g_m / d u_k (M x K, flat) of a built-in channel at u; D: scratch of
+    K L^2 floats (seq2lab's g = (1/L) sum_a A_aa is the trace of the row-softmax Jacobian,
+    as in amp_attention.channels.seq2lab)."""
+    beta = par[0]
+    L = _row_softmax_work(u, beta, ka, kb, tau, work)
+    LL = L * L
+    K = ka.size
+    if par[1] == SEQ2LAB:
+        for j in range(K * LL):
+            D[j] = 0.0
+        _row_jacobian_flat(work, LL, beta, L, ka, kb, tau, D, 0, 1, LL)
+        for k in range(K):
+            t = 0.0
+            for a in range(L):
+                t += D[k * LL + a * L + a]
+            J[k] = t / L
+    else:
+        for j in range(LL * K):
+            J[j] = 0.0
+        _row_jacobian_flat(work, LL, beta, L, ka, kb, tau, J, 0, K, 1)
+
+
+@njit(cache=True, nogil=True)
+def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
+    K = U.shape[1]
+    M = Y.shape[1]
+    L = _n_tokens(ka)
+    work = np.empty(wsize)
+    grad = np.empty(K)
+    H = np.empty((K, K))
+    Jh = np.empty(M * K)
+    Js = np.empty(M * K)
+    D = np.empty(K * L * L)
+    aug = np.empty((K, 2 * K))
+    u = np.empty(K)
+    y = np.empty(M)
+    for i in range(lo, hi):
+        for k in range(K):
+            u[k] = U[i, k]
+        for m in range(M):
+            y[m] = Y[i, m]
+        _evalf(u, y, par, ka, kb, tau, 2, work, grad, H)
+        _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
+        for k in range(K):
+            u[k] = Ustar[i, k]
+        _output_jacobian_builtin(u, par, ka, kb, tau, work, Js, D)
+        for a in range(K):
+            for b in range(K):
+                aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
+                s = 0.0
+                for m in range(M):
+                    s += Jh[m * K + a] * Js[m * K + b]
+                aug[a, K + b] = s
+        out[i] = _trace_of_solution(aug)
+
+
+def stein_traces_builtin(Y, U, Ustar, V, par, ka, kb, tau, wsize):
+    """:func:`stein_traces` of a built-in channel without the (n, M, K) Jacobians and (n, K, K)
+    Hessians in memory: per sample the Hessian of l at u (the evaluator's), the output
+    Jacobians at u and u*, and the K x K elimination, rows split over threads
+    (:func:`_threaded_rows`)."""
+    out = np.empty(U.shape[0])
+    _threaded_rows(U.shape[0], lambda lo, hi: _stein_chunk(lo, hi, Y, U, Ustar, float(V), par,
+                                                           ka, kb, tau, wsize, out))
+    return out
+
+
 # ------------------------------------------------------- built-in dispatch
 @njit(cache=True)
 def _eval_builtin(u, y, par, ka, kb, tau, mode, work, grad, hess):
@@ -560,32 +629,42 @@ def softmax_rows_batch(H, beta):
     return A
 
 
+@njit(cache=True, inline="always")
+def _row_jacobian_flat(w, ao, beta, L, ka, kb, tau, out, o, sm, sk):
+    """dA_ab/du_k added into out[o + (a L + b) sm + k sk] (zero it first), A at w[ao:]:
+    dA_ab/dh_ac = beta A_ab (delta_bc - A_ac), u_k moving h_ij and h_ji (k = (i, j)) by
+    tau_k.  The one place the row-softmax Jacobian is written."""
+    for k in range(ka.size):
+        f = beta * tau[k]
+        row = ka[k]
+        col = kb[k]
+        for rep in range(2):
+            for b in range(L):
+                out[o + (row * L + b) * sm + k * sk] -= f * w[ao + row * L + b] * w[ao + row * L + col]
+            out[o + (row * L + col) * sm + k * sk] += f * w[ao + row * L + col]
+            if ka[k] == kb[k]:
+                break
+            row = kb[k]
+            col = ka[k]
+
+
 @njit(cache=True)
 def _row_jacobian_chunk(lo, hi, U, beta, ka, kb, tau, A, D):
     K = U.shape[1]
     L = A.shape[1]
     h = np.empty(L * L)
     u = np.empty(K)
-    Af = A.reshape(A.size)
+    Af, Df = A.reshape(A.size), D.reshape(D.size)
     for i in range(lo, hi):
-        D[i] = 0.0
+        od = i * K * L * L
+        for j in range(K * L * L):
+            Df[od + j] = 0.0
         for k in range(K):
             u[k] = U[i, k]
         _h_from_u_flat(u, ka, kb, tau, L, h, 0)
         o = i * L * L
         _softmax_rows_flat(beta, L, h, 0, Af, o)
-        for k in range(K):
-            f = beta * tau[k]
-            row = ka[k]
-            col = kb[k]
-            for rep in range(2):
-                for b in range(L):
-                    D[i, k, row, b] -= f * Af[o + row * L + b] * Af[o + row * L + col]
-                D[i, k, row, col] += f * Af[o + row * L + col]
-                if ka[k] == kb[k]:
-                    break
-                row = kb[k]
-                col = ka[k]
+        _row_jacobian_flat(Af, o, beta, L, ka, kb, tau, Df, od, 1, L * L)
 
 
 @njit(cache=True, parallel=True)

@@ -467,6 +467,9 @@ class MonteCarloChannel:
         E[g_out . (u* - (m/q) omega)] = rest E[tr(d g_out / d u*)].
         """
         ch = self.channel
+        fused = optional_member(ch, "stein_traces")
+        if fused is not None:  # the same traces without the Jacobians and Hessians in memory
+            return fused(y, uhat, ustar, V)
         Jh = np.ascontiguousarray(ch.output_jacobian(uhat), dtype=np.float64)
         Js = np.ascontiguousarray(ch.output_jacobian(ustar), dtype=np.float64)
         H = np.ascontiguousarray(ch.hessian_batch(y, uhat), dtype=np.float64)
@@ -633,12 +636,13 @@ class MonteCarloChannel:
         cols = [smp.per_replica(np.sum(G * (smp.ustar - slope * smp.omega), axis=1)),
                 smp.per_replica(np.sum(G * G, axis=1)), X.mean(axis=1)]
         if self.stein:
-            # Stein's form at omega instead of the prox point, a replica at a time (the
-            # Jacobians are M x K per sample); 0 where I + V H(omega) is singular
-            n = smp.omega.shape[0] // R
-            st = np.concatenate([self._stein_terms(y[r * n:(r + 1) * n], smp.omega[r * n:(r + 1) * n],
-                                                   smp.ustar[r * n:(r + 1) * n], V)
-                                 for r in range(R)])
+            # Stein's form at omega instead of the prox point, a replica at a time unless the
+            # channel fuses it (the Jacobians are M x K per sample); 0 where I + V H(omega) is
+            # singular
+            n = smp.omega.shape[0] // (1 if optional_member(ch, "stein_traces") else R)
+            st = np.concatenate([self._stein_terms(y[a:a + n], smp.omega[a:a + n],
+                                                   smp.ustar[a:a + n], V)
+                                 for a in range(0, smp.omega.shape[0], n)])
             cols.append(smp.per_replica(np.where(np.isfinite(st), st, 0.0)))
         return np.column_stack(cols)
 

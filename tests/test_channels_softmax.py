@@ -61,6 +61,28 @@ def _grad_F(ch, y, omega, V, u):
 
 
 # ----------------------------------------------------------------- derivatives
+@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 2), ("seq2lab", 4)])
+def test_fused_stein_traces_equal_the_composed_ones(kind, L):
+    """The fused Stein traces tr[(I + V H(u))^-1 J(u)^T J(u*)] equal the ones composed from
+    output_jacobian (checked against finite differences of the outputs here) and
+    hessian_batch, on more rows than one thread block."""
+    ch = channel_for(Task(channel=kind, L=L, beta=1.3))
+    rng = np.random.default_rng(3)
+    y, u, ustar = _problem(ch, 3000, rng, noise_std=0.1)
+    J = ch.output_jacobian(u)
+    for k in range(ch.K):
+        e = np.zeros(ch.K)
+        e[k] = FD
+        fd = (ch.outputs(ch.h_from_u(u + e)) - ch.outputs(ch.h_from_u(u - e))) / (2 * FD)
+        assert _rel_err(J[:, :, k], fd) < 1e-8
+    V = 0.7
+    composed = ck.stein_traces(np.ascontiguousarray(J), np.ascontiguousarray(ch.output_jacobian(ustar)),
+                               np.ascontiguousarray(ch.hessian_batch(y, u)), V)
+    fused = ch.stein_traces(y, u, ustar, V)
+    assert fused.shape == (3000,)
+    assert np.allclose(fused, composed, rtol=1e-12, atol=1e-14)
+
+
 @pytest.mark.parametrize("beta", [0.5, 1.0, 3.0])
 @pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 2), ("seq2lab", 3)])
 def test_gradient_and_hessian_match_finite_differences(kind, L, beta):

@@ -24,6 +24,9 @@ without one falls back to the generic path:
     dg/du (n, M, K) and the u-Hessian of l (n, K, K): Stein's identity for
     m_hat in the SE (variance reduction); ``hessian_batch`` with ``newton_from``
     also gives the control variate of V_hat's integration-by-parts estimate;
+``stein_traces(y, u, ustar, V)``
+    per row tr[(I + V H(u))^-1 J(u)^T J(u*)] in one pass (the same numbers as from
+    ``output_jacobian`` and ``hessian_batch``, without their arrays in memory);
 ``newton_from(y, omega, V, u0)``
     one local Newton run of the prox objective from u0, (u, F(u), converged): the
     SE's control variate at the pairs' centres (docs/theory.md section 16.2);
@@ -237,7 +240,7 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "parameters": (), "validated_tokens": (),
                                     "bayes_q_hat": None, "posterior_batch": None,
                                     "newton_from": None, "newton_step": None,
-                                    "convex_below": None}
+                                    "convex_below": None, "stein_traces": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

@@ -268,6 +268,15 @@ class BuiltinNewtonChannel(NewtonChannel):
         return ck.hessian_batch(as_2d("y", y, self.M), as_2d("u", u, self.K), self._par,
                                 self._ka, self._kb, self._tau, self._wsize)
 
+    def stein_traces(self, y: np.ndarray, u: np.ndarray, ustar: np.ndarray, V: float) -> np.ndarray:
+        """Per row tr[(I + V H(u))^-1 J(u)^T J(u*)], H the Hessian of l(y, .) and J the
+        output Jacobian d g / d u: the Stein form of the m_hat estimator
+        (:meth:`~amp_attention.solvers.channel_integrals.MonteCarloChannel._stein_terms`),
+        fused and threaded (:func:`~amp_attention._channel_kernels.stein_traces_builtin`)."""
+        Y, U = as_2d("y", y, self.M), as_2d("u", u, self.K)
+        return ck.stein_traces_builtin(Y, U, as_2d("ustar", ustar, self.K), float(V), self._par,
+                                       self._ka, self._kb, self._tau, self._wsize)
+
     def newton_step(self, y: np.ndarray, omega: np.ndarray, V: float,
                     eta: np.ndarray | None = None, steps: int = 1
                     ) -> tuple[np.ndarray, np.ndarray | None]:
