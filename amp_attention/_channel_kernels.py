@@ -1161,6 +1161,52 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
             CV[i] = (quad - _trace_inverse(M, aug) - (ee - K)) / V
 
 
+@njit(cache=True, nogil=True)
+def _centre_cv_chunk(lo, hi, Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize, CV):
+    K = Omega.shape[1]
+    work = np.empty(wsize)
+    grad = np.empty(K)
+    hess = np.empty((K, K))
+    C = np.empty((K, K))
+    gF = np.empty(K)
+    d = np.empty(K)
+    ut = np.empty(K)
+    aug = np.empty((K, 2 * K))
+    u = np.empty(K)
+    om = np.empty(K)
+    y = np.empty(Y.shape[1])
+    Vk = np.full(K, V)
+    for i in range(lo, hi):
+        for k in range(K):
+            om[k] = Omega[i, k]
+            u[k] = om[k]
+        for m in range(Y.shape[1]):
+            y[m] = Y[i, m]
+        _newton(y, om, Vk, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, gF, d, ut)
+        _evalf(u, y, par, ka, kb, tau, 2, work, grad, hess)
+        ee = 0.0
+        for a in range(K):
+            ee += Eta[i, a] * Eta[i, a]
+            for b in range(K):
+                aug[a, b] = V * hess[a, b] + (1.0 if a == b else 0.0)
+                aug[a, K + b] = Eta[i, a] * Eta[i, b] - (1.0 if a == b else 0.0)
+        t = _trace_of_solution(aug)
+        # singular I + V H: A = 0 on that row, still independent of eta (zero mean)
+        CV[i] = (t - (ee - K)) / V if math.isfinite(t) else 0.0
+
+
+def centre_cv_batch(Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize):
+    """Per row eta^T A eta - tr A with A = ((I + V H)^-1 - I)/V, H the Hessian of l at the end
+    of one modified-Newton run of the prox objective from omega (:func:`_newton`): the zero-mean
+    control variate of the V_hat integration by parts at the pairs' centres
+    (amp_attention.solvers.channel_integrals.MonteCarloChannel._centre_jacobian_cv), as
+    tr[(I + V H)^-1 (eta eta^T - I)] - (|eta|^2 - K), over V, in one threaded pass."""
+    CV = np.empty(Omega.shape[0])
+    _threaded_rows(Omega.shape[0], lambda lo, hi: _centre_cv_chunk(
+        lo, hi, Y, Omega, Eta, float(V), par, ka, kb, tau, gtol, maxit, wsize, CV))
+    return CV
+
+
 def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv):
     """``steps`` Newton iterations of the prox objective F(u) = l(y, u) + ||u - omega||^2 / (2V)
     from u = omega, per row (built-in channels; docs/theory.md 16.6): G = (u_steps - omega)/V,

@@ -382,6 +382,7 @@ class MonteCarloChannel:
         self._test_cache: tuple | None = None
         self._step_set: tuple | None = None
         self._own_label_set: tuple | None = None
+        self._own_bound: tuple | None = None
         if vhat_form not in VHAT_FORMS:
             raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
         #: "by_parts" (default; counts the jumps of the prox minimiser) or "hessian" (the
@@ -588,6 +589,9 @@ class MonteCarloChannel:
         either (no warm start): the SE map stays a function of (m, q, V) alone."""
         ch = self.channel
         eta, K = smp.eta, ch.K
+        fused = optional_member(ch, "centre_jacobian_cv")
+        if fused is not None:  # the same, without the (n, K, K) Hessians and inverses
+            return fused(y, smp.centre, V, eta)
         hess = optional_member(ch, "hessian_batch")
         newton = optional_member(ch, "newton_from")
         if hess is None or newton is None:
@@ -673,10 +677,16 @@ class MonteCarloChannel:
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
             y, y1 = self._labels(draws, Q0)
-            own = self._own_labels(Q0)[1]
             convex_below = self.channel.convex_below
-            self._step_set = (Q0, draws, y, y1, min(convex_below(y1), convex_below(own)))
+            self._step_set = (Q0, draws, y, y1, min(convex_below(y1), self._own_convex_below(Q0)))
         return self._step_set
+
+    def _own_convex_below(self, Q0: float) -> float:
+        """``convex_below`` of the SE's own labels (once per Q0): V* is at most this, so a V
+        above it needs neither the control variate's samples nor their labels."""
+        if self._own_bound is None or self._own_bound[0] != Q0:
+            self._own_bound = (Q0, float(self.channel.convex_below(self._own_labels(Q0)[1])))
+        return self._own_bound[1]
 
     def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
         """:meth:`_step_terms` on the control variate's own samples (2^step_log2_n per replica,
@@ -744,7 +754,7 @@ class MonteCarloChannel:
         step = (self.step_log2_n and by_parts and rest > 0
                 and optional_member(ch, "newton_step") is not None
                 and optional_member(ch, "convex_below") is not None
-                and V_eff < self._step_samples(Q0)[4])
+                and V_eff < self._own_convex_below(Q0) and V_eff < self._step_samples(Q0)[4])
         if step:
             # two levels (docs/theory.md 16.6): the step's means on its own samples plus the
             # mean of (prox term - step term) on these, which nearly cancels sample by sample

@@ -823,7 +823,7 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
     if se.mc is not None and rep.converged and se.mc.vhat_form == "by_parts":
         se.hats(rep.x)  # the reported point's channel evaluation (cached by the channel)
         jump, jump_err = vhat_jump_share(se.channel.last_vhat_forms)
-        if jump is not None and abs(jump) > JUMP_WARN_ERRORS * jump_err:
+        if prox_jumps(jump, jump_err):
             rs_warning = replica_symmetry_warning(jump, jump_err)
     out.update(vhat_jump_share=jump, vhat_jump_stderr=jump_err,
                replica_symmetry_warning=rs_warning)
@@ -850,6 +850,19 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
 
 #: |vhat_jump_share| beyond this many standard errors: the prox minimiser jumps
 JUMP_WARN_ERRORS = 3.0
+#: ... and beyond this share: below it the two V_hat forms differ by rounding and the prox's
+#: Newton tolerance alone (e.g. ~1e-9 +- 1e-9 at a trivial fixed point, where a 3-error test
+#: on rounding noise fires at random), never by a jump the warning is about
+JUMP_SHARE_FLOOR = 1e-6
+
+
+def prox_jumps(share: float | None, stderr: float | None) -> bool:
+    """Whether the V_hat forms say that the prox minimiser jumps: the share carried by the
+    jumps (:func:`vhat_jump_share`) beyond JUMP_WARN_ERRORS standard errors and beyond
+    JUMP_SHARE_FLOOR."""
+    if share is None or stderr is None:
+        return False
+    return abs(share) > max(JUMP_WARN_ERRORS * stderr, JUMP_SHARE_FLOOR)
 
 
 def vhat_jump_share(forms: np.ndarray) -> tuple[float | None, float | None]:

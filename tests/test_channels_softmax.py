@@ -61,6 +61,23 @@ def _grad_F(ch, y, omega, V, u):
 
 
 # ----------------------------------------------------------------- derivatives
+@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 3)])
+def test_fused_centre_control_variate_equals_the_composed_one(kind, L):
+    """centre_jacobian_cv = eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V at the end of a
+    Newton run from the centre, as composed from newton_from, hessian_batch and inverses."""
+    ch = channel_for(Task(channel=kind, L=L, beta=1.3))
+    rng = np.random.default_rng(4)
+    y, centre, _ = _problem(ch, 2000, rng, noise_std=0.1)
+    eta = rng.standard_normal(centre.shape)
+    V = 0.9
+    uc = ch.newton_from(y, centre, V, centre)[0]
+    eye = np.eye(ch.K)
+    A = (np.linalg.inv(eye + V * ch.hessian_batch(y, uc)) - eye) / V
+    composed = np.einsum("ni,nij,nj->n", eta, A, eta) - np.einsum("nii->n", A)
+    fused = ch.centre_jacobian_cv(y, centre, V, eta)
+    assert np.allclose(fused, composed, rtol=1e-11, atol=1e-12)
+
+
 @pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 2), ("seq2lab", 4)])
 def test_fused_stein_traces_equal_the_composed_ones(kind, L):
     """The fused Stein traces tr[(I + V H(u))^-1 J(u)^T J(u*)] equal the ones composed from

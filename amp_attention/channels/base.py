@@ -27,6 +27,8 @@ without one falls back to the generic path:
 ``stein_traces(y, u, ustar, V)``
     per row tr[(I + V H(u))^-1 J(u)^T J(u*)] in one pass (the same numbers as from
     ``output_jacobian`` and ``hessian_batch``, without their arrays in memory);
+``centre_jacobian_cv(y, centre, V, eta)``
+    the control variate below (``newton_from`` then ``hessian_batch``) in one pass;
 ``newton_from(y, omega, V, u0)``
     one local Newton run of the prox objective from u0, (u, F(u), converged): the
     SE's control variate at the pairs' centres (docs/theory.md section 16.2);
@@ -240,7 +242,8 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "parameters": (), "validated_tokens": (),
                                     "bayes_q_hat": None, "posterior_batch": None,
                                     "newton_from": None, "newton_step": None,
-                                    "convex_below": None, "stein_traces": None}
+                                    "convex_below": None, "stein_traces": None,
+                                    "centre_jacobian_cv": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

@@ -277,6 +277,16 @@ class BuiltinNewtonChannel(NewtonChannel):
         return ck.stein_traces_builtin(Y, U, as_2d("ustar", ustar, self.K), float(V), self._par,
                                        self._ka, self._kb, self._tau, self._wsize)
 
+    def centre_jacobian_cv(self, y: np.ndarray, centre: np.ndarray, V: float,
+                           eta: np.ndarray) -> np.ndarray:
+        """Per row eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V with H the Hessian of l at the
+        end of one Newton run of the prox objective from the centre (the zero-mean control
+        variate of the SE's V_hat by parts; docs/theory.md 16.2), fused and threaded
+        (:func:`~amp_attention._channel_kernels.centre_cv_batch`)."""
+        Y, C = as_2d("y", y, self.M), as_2d("centre", centre, self.K)
+        return ck.centre_cv_batch(Y, C, as_2d("eta", eta, self.K), float(V), self._par,
+                                  self._ka, self._kb, self._tau, GTOL, MAXIT, self._wsize)
+
     def newton_step(self, y: np.ndarray, omega: np.ndarray, V: float,
                     eta: np.ndarray | None = None, steps: int = 1
                     ) -> tuple[np.ndarray, np.ndarray | None]:
