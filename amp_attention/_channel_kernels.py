@@ -997,16 +997,17 @@ def _prox_chunk(lo, hi, Y, Omega, V, par, ka, kb, tau, gtol, maxit, wsize,
             gout[i, k] = (uhat[i, k] - Omega[i, k]) / V[i, k]
 
 
+@njit(cache=True, inline="always")
+def _newton_scratch(K, wsize):
+    """Scratch arrays of one :func:`_newton` run: (work, grad, hess, C, gF, d, ut)."""
+    return (np.empty(wsize), np.empty(K), np.empty((K, K)), np.empty((K, K)), np.empty(K),
+            np.empty(K), np.empty(K))
+
+
 @njit(cache=True)
 def _newton_chunk(lo, hi, Y, Omega, U0, V, par, ka, kb, tau, gtol, maxit, wsize, U, F, status):
     K = Omega.shape[1]
-    work = np.empty(wsize)
-    grad = np.empty(K)
-    hess = np.empty((K, K))
-    C = np.empty((K, K))
-    gF = np.empty(K)
-    d = np.empty(K)
-    ut = np.empty(K)
+    work, grad, hess, C, gF, d, ut = _newton_scratch(K, wsize)
     for i in range(lo, hi):
         for k in range(K):
             U[i, k] = U0[i, k]
@@ -1164,13 +1165,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
 @njit(cache=True, nogil=True)
 def _centre_cv_chunk(lo, hi, Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize, CV):
     K = Omega.shape[1]
-    work = np.empty(wsize)
-    grad = np.empty(K)
-    hess = np.empty((K, K))
-    C = np.empty((K, K))
-    gF = np.empty(K)
-    d = np.empty(K)
-    ut = np.empty(K)
+    work, grad, hess, C, gF, d, ut = _newton_scratch(K, wsize)
     aug = np.empty((K, 2 * K))
     u = np.empty(K)
     om = np.empty(K)
