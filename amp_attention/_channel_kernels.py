@@ -248,13 +248,18 @@ def _eval_softmax(u, y, par, ka, kb, tau, mode, work, grad, hess):
 
 
 @njit(cache=True, inline="always")
-def _seq2lab_residual_flat(w, ao, y, L):
-    """r = g - y with g = (1/L) sum_a A_aa, A at w[ao:]."""
+def _seq2lab_output_flat(w, ao, L):
+    """g = (1/L) sum_a A_aa, A at w[ao:]."""
     gval = 0.0
     for a in range(L):
         gval += w[ao + a * L + a]
-    gval /= L
-    return gval - y[0]
+    return gval / L
+
+
+@njit(cache=True, inline="always")
+def _seq2lab_residual_flat(w, ao, y, L):
+    """r = g - y with g = (1/L) sum_a A_aa, A at w[ao:]."""
+    return _seq2lab_output_flat(w, ao, L) - y[0]
 
 
 @njit(cache=True, inline="always")
@@ -588,6 +593,56 @@ def stein_traces_builtin(Y, U, Ustar, V, par, ka, kb, tau, wsize):
     out = np.empty(U.shape[0])
     _threaded_rows(U.shape[0], lambda lo, hi: _stein_chunk(lo, hi, Y, U, Ustar, float(V), par,
                                                            ka, kb, tau, wsize, out))
+    return out
+
+
+@njit(cache=True, inline="always")
+def _outputs_builtin(u, par, ka, kb, tau, work, g):
+    """The M outputs g(h(u)) of a built-in channel into g (softmax: A row-major)."""
+    beta = par[0]
+    L = _row_softmax_work(u, beta, ka, kb, tau, work)
+    if par[1] == SEQ2LAB:
+        g[0] = _seq2lab_output_flat(work, L * L, L)
+    else:
+        for j in range(L * L):
+            g[j] = work[L * L + j]
+
+
+@njit(cache=True, nogil=True)
+def _sq_residual_chunk(lo, hi, Y, U, Ustar, star, par, ka, kb, tau, wsize, out):
+    K = U.shape[1]
+    M = Y.shape[1]
+    work = np.empty(wsize)
+    u = np.empty(K)
+    g = np.empty(M)
+    t = np.empty(M)
+    for i in range(lo, hi):
+        if star:
+            for k in range(K):
+                u[k] = Ustar[i, k]
+            _outputs_builtin(u, par, ka, kb, tau, work, t)
+        else:
+            for m in range(M):
+                t[m] = Y[i, m]
+        for k in range(K):
+            u[k] = U[i, k]
+        _outputs_builtin(u, par, ka, kb, tau, work, g)
+        s = 0.0
+        for m in range(M):
+            r = t[m] - g[m]
+            s += r * r
+        out[i] = s
+
+
+def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
+    """Per row sum_m (t_m - g_m(h(u)))^2 of a built-in channel, the targets t the rows of Y
+    or, with ``Ustar`` (n, K) given, g(h(u*)) (Y then only gives M); rows over threads, no
+    (n, L, L) intermediates: the train terms (t = y) and the test terms (t = g(h(u*)))."""
+    star = Ustar is not None
+    out = np.empty(U.shape[0])
+    Us = Ustar if star else U
+    _threaded_rows(U.shape[0], lambda lo, hi: _sq_residual_chunk(lo, hi, Y, U, Us, star, par, ka,
+                                                                 kb, tau, wsize, out))
     return out
 
 

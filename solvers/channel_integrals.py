@@ -574,9 +574,9 @@ class MonteCarloChannel:
         _, ustar, z, y = self._test_set
         a, c = student_given_teacher(m, q, Q0)
         omega = a * ustar + math.sqrt(c) * z
-        resid = y - ch.outputs(ch.h_from_u(omega))
+        # the noisy test error ||y - g(h(omega))||^2 is the train term at omega
         out = np.column_stack([ch.test_terms(ustar, omega).reshape(R, -1).mean(axis=1),
-                               np.sum(resid * resid, axis=1).reshape(R, -1).mean(axis=1)])
+                               ch.train_terms(y, omega).reshape(R, -1).mean(axis=1)])
         self._test_cache = (key, out)
         return out
 
@@ -739,8 +739,7 @@ class MonteCarloChannel:
         per_sample[4] = ch.test_terms(ustar, omega)
         # a fresh sample's noisy label against the prediction (omega_+ and omega_- share
         # the label: each is an independent fresh sample's student field)
-        resid = y - ch.outputs(ch.h_from_u(omega))
-        per_sample[5] = np.sum(resid * resid, axis=1)
+        per_sample[5] = ch.train_terms(y, omega)
         means = per_sample.reshape(6, R, -1).mean(axis=2)
         mh = 2 * alpha * means[0] / rest if rest > 0 else np.zeros(R)
         qh = 2 * alpha * means[1]

@@ -268,6 +268,18 @@ class BuiltinNewtonChannel(NewtonChannel):
         return ck.hessian_batch(as_2d("y", y, self.M), as_2d("u", u, self.K), self._par,
                                 self._ka, self._kb, self._tau, self._wsize)
 
+    def train_terms(self, y: np.ndarray, uhat: np.ndarray) -> np.ndarray:
+        """sum over output entries of (y - g(h(uhat)))^2, shape (n,) (compiled, threaded)."""
+        U = as_2d("uhat", uhat, self.K)
+        return ck.sq_output_residuals(as_2d("y", y, self.M), U, None, self._par, self._ka,
+                                      self._kb, self._tau, self._wsize)
+
+    def test_terms(self, u_star: np.ndarray, u_pred: np.ndarray) -> np.ndarray:
+        """||g(h(u_star)) - g(h(u_pred))||^2 per sample (clean target; compiled, threaded)."""
+        U, Us = as_2d("u_pred", u_pred, self.K), as_2d("u_star", u_star, self.K)
+        return ck.sq_output_residuals(np.empty((0, self.M)), U, Us, self._par, self._ka,
+                                      self._kb, self._tau, self._wsize)
+
     def stein_traces(self, y: np.ndarray, u: np.ndarray, ustar: np.ndarray, V: float) -> np.ndarray:
         """Per row tr[(I + V H(u))^-1 J(u)^T J(u*)], H the Hessian of l(y, .) and J the
         output Jacobian d g / d u: the Stein form of the m_hat estimator
