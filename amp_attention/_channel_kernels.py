@@ -551,6 +551,24 @@ def _output_jacobian_builtin(u, par, ka, kb, tau, work, J, D):
         _row_jacobian_flat(work, LL, beta, L, ka, kb, tau, J, 0, K, 1)
 
 
+@njit(cache=True, inline="always")
+def _stein_trace(u, us, H, V, par, ka, kb, tau, work, Jh, Js, D, aug):
+    """tr[(I + V H)^-1 J(u)^T J(u*)], H the Hessian of l at u, J the output Jacobian
+    (overwrites ``work``): the one place the Stein trace of a built-in channel is written."""
+    K = u.size
+    M = Jh.size // K
+    _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
+    _output_jacobian_builtin(us, par, ka, kb, tau, work, Js, D)
+    for a in range(K):
+        for b in range(K):
+            aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
+            s = 0.0
+            for m in range(M):
+                s += Jh[m * K + a] * Js[m * K + b]
+            aug[a, K + b] = s
+    return _trace_of_solution(aug)
+
+
 @njit(cache=True, nogil=True)
 def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
     K = U.shape[1]
@@ -564,25 +582,16 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
     D = np.empty(K * L * L)
     aug = np.empty((K, 2 * K))
     u = np.empty(K)
+    us = np.empty(K)
     y = np.empty(M)
     for i in range(lo, hi):
         for k in range(K):
             u[k] = U[i, k]
+            us[k] = Ustar[i, k]
         for m in range(M):
             y[m] = Y[i, m]
         _evalf(u, y, par, ka, kb, tau, 2, work, grad, H)
-        _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
-        for k in range(K):
-            u[k] = Ustar[i, k]
-        _output_jacobian_builtin(u, par, ka, kb, tau, work, Js, D)
-        for a in range(K):
-            for b in range(K):
-                aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
-                s = 0.0
-                for m in range(M):
-                    s += Jh[m * K + a] * Js[m * K + b]
-                aug[a, K + b] = s
-        out[i] = _trace_of_solution(aug)
+        out[i] = _stein_trace(u, us, H, V, par, ka, kb, tau, work, Jh, Js, D, aug)
 
 
 def stein_traces_builtin(Y, U, Ustar, V, par, ka, kb, tau, wsize):
@@ -1159,8 +1168,14 @@ def hessian_batch(Y, U, par, ka, kb, tau, wsize):
 
 
 @njit(cache=True, nogil=True)
-def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, G, CV):
+def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, G, CV,
+                       Ustar, want_stein, ST):
     K = Omega.shape[1]
+    L = _n_tokens(ka)
+    Jh = np.empty(Y.shape[1] * K)
+    Js = np.empty(Y.shape[1] * K)
+    D = np.empty(K * L * L)
+    us = np.empty(K)
     work = np.empty(wsize)
     grad = np.empty(K)
     M = np.empty((K, K))
@@ -1180,6 +1195,11 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
         pd = True
         for it in range(steps):
             _evalf(u, y, par, ka, kb, tau, 2, work, grad, M)
+            if want_stein and it == 0:
+                # Stein's trace at omega shares the first step's Hessian
+                for k in range(K):
+                    us[k] = Ustar[i, k]
+                ST[i] = _stein_trace(u, us, M, V, par, ka, kb, tau, work, Jh, Js, D, aug)
             # Newton on F = l + |u - omega|^2 / (2V): V grad F = V grad l + u - omega,
             # V Hess F = I + V H
             for a in range(K):
@@ -1257,21 +1277,27 @@ def centre_cv_batch(Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize):
     return CV
 
 
-def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv):
+def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, Ustar=None):
     """``steps`` Newton iterations of the prox objective F(u) = l(y, u) + ||u - omega||^2 / (2V)
     from u = omega, per row (built-in channels; docs/theory.md 16.6): G = (u_steps - omega)/V,
     the control variate's output function (one step: -(I + V H)^-1 grad l at omega); where
     I + V H is not positive definite on the way, G = -grad l(omega).  With ``want_cv`` also
     CV = eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V with H at the last step's base point
-    (0 where not positive definite), for the rows of ``Eta``.  Rows split over threads
-    (:func:`_threaded_rows`; no parallel loop to compile)."""
+    (0 where not positive definite), for the rows of ``Eta``.  With ``Ustar`` (n, K) also
+    ST = tr[(I + V H)^-1 J(omega)^T J(u*)] per row (:func:`_stein_trace`, H at omega: the first
+    step's).  Returns (G, CV, ST), CV and ST empty when not asked for.  Rows split over
+    threads (:func:`_threaded_rows`; no parallel loop to compile)."""
     n, K = Omega.shape
     G = np.empty((n, K))
     CV = np.empty(n if want_cv else 0)
+    want_stein = Ustar is not None
+    ST = np.empty(n if want_stein else 0)
+    Us = Ustar if want_stein else Omega
     _threaded_rows(n, lambda lo, hi: _newton_step_chunk(lo, hi, Y, Omega, Eta, float(V),
                                                         int(steps), par, ka, kb, tau, wsize,
-                                                        bool(want_cv), G, CV))
-    return G, CV
+                                                        bool(want_cv), G, CV, Us, want_stein,
+                                                        ST))
+    return G, CV, ST
 
 
 @njit(cache=True, parallel=True)

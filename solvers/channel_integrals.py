@@ -631,7 +631,11 @@ class MonteCarloChannel:
         (``centre_cv``) the centre's zero-mean term with those steps' Jacobian
         (docs/theory.md 16.6); shape (R, 3) or (R, 4)."""
         ch = self.channel
-        G, _ = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS)
+        fused = optional_member(ch, "newton_step_stein") if self.stein else None
+        if fused is not None:  # the steps and Stein's traces at omega in one pass
+            G, st = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS)
+        else:
+            G, st = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS)[0], None
         R = smp.replicas
         X = self._pair_differences(smp, G)
         if centre_cv:
@@ -643,10 +647,11 @@ class MonteCarloChannel:
             # Stein's form at omega instead of the prox point, a replica at a time unless the
             # channel fuses it (the Jacobians are M x K per sample); 0 where I + V H(omega) is
             # singular
-            n = smp.omega.shape[0] // (1 if optional_member(ch, "stein_traces") else R)
-            st = np.concatenate([self._stein_terms(y[a:a + n], smp.omega[a:a + n],
-                                                   smp.ustar[a:a + n], V)
-                                 for a in range(0, smp.omega.shape[0], n)])
+            if st is None:
+                n = smp.omega.shape[0] // (1 if optional_member(ch, "stein_traces") else R)
+                st = np.concatenate([self._stein_terms(y[a:a + n], smp.omega[a:a + n],
+                                                       smp.ustar[a:a + n], V)
+                                     for a in range(0, smp.omega.shape[0], n)])
             cols.append(smp.per_replica(np.where(np.isfinite(st), st, 0.0)))
         return np.column_stack(cols)
 

@@ -98,6 +98,10 @@ def test_fused_stein_traces_equal_the_composed_ones(kind, L):
     fused = ch.stein_traces(y, u, ustar, V)
     assert fused.shape == (3000,)
     assert np.allclose(fused, composed, rtol=1e-12, atol=1e-14)
+    # the Newton steps with the traces at omega in the same pass: the same two results
+    G, st = ch.newton_step_stein(y, u, ustar, V, steps=2)
+    assert np.array_equal(G, ch.newton_step(y, u, V, steps=2)[0])
+    assert np.allclose(st, fused, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("beta", [0.5, 1.0, 3.0])

@@ -36,6 +36,8 @@ without one falls back to the generic path:
     ``steps`` Newton iterations of the prox objective from omega, (G, CV) with G = (u -
     omega)/V (one step: -(I + V H)^-1 grad l): the output function of the SE's two-level
     control variate (section 16.6);
+``newton_step_stein(y, omega, ustar, V, steps=1)``
+    ``newton_step``'s G and ``stein_traces`` at omega in one pass, (G, traces);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
@@ -243,7 +245,7 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "bayes_q_hat": None, "posterior_batch": None,
                                     "newton_from": None, "newton_step": None,
                                     "convex_below": None, "stein_traces": None,
-                                    "centre_jacobian_cv": None}
+                                    "centre_jacobian_cv": None, "newton_step_stein": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

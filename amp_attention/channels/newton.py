@@ -310,9 +310,19 @@ class BuiltinNewtonChannel(NewtonChannel):
         Y, Om = as_2d("y", y, self.M), as_2d("omega", omega, self.K)
         want = eta is not None
         E = as_2d("eta", eta, self.K) if want else Om
-        G, CV = ck.newton_step_batch(Y, Om, E, float(V), steps, self._par, self._ka, self._kb,
-                                     self._tau, self._wsize, want)
+        G, CV, _ = ck.newton_step_batch(Y, Om, E, float(V), steps, self._par, self._ka,
+                                        self._kb, self._tau, self._wsize, want)
         return G, (CV if want else None)
+
+    def newton_step_stein(self, y: np.ndarray, omega: np.ndarray, ustar: np.ndarray, V: float,
+                          steps: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(G, ST): :meth:`newton_step`'s G and, in the same pass, :meth:`stein_traces` at
+        omega (its Hessian is the first step's): the control variate's Stein form."""
+        Y, Om = as_2d("y", y, self.M), as_2d("omega", omega, self.K)
+        G, _, ST = ck.newton_step_batch(Y, Om, Om, float(V), steps, self._par, self._ka,
+                                        self._kb, self._tau, self._wsize, False,
+                                        as_2d("ustar", ustar, self.K))
+        return G, ST
 
     def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
