@@ -505,6 +505,20 @@ def _trace_of_solution(aug):
     return tr
 
 
+@njit(cache=True, inline="always")
+def _stein_solve(H, ho, V, Jh, jo, Js, so, K, M, aug):
+    """tr[(I + V H)^-1 Jh^T Js] with H (K x K) at H[ho:], Jh and Js (M x K) at Jh[jo:] and
+    Js[so:], all flat row-major: the one place the Stein trace's elimination is written."""
+    for a in range(K):
+        for b in range(K):
+            aug[a, b] = V * H[ho + a * K + b] + (1.0 if a == b else 0.0)
+            s = 0.0
+            for m in range(M):
+                s += Jh[jo + m * K + a] * Js[so + m * K + b]
+            aug[a, K + b] = s
+    return _trace_of_solution(aug)
+
+
 @njit(cache=True)
 def stein_traces(Jh, Js, H, V):
     """tr[(I + V H_i)^-1 Jh_i^T Js_i] for every sample i: the Stein form of the m_hat
@@ -515,15 +529,9 @@ def stein_traces(Jh, Js, H, V):
     n, M, K = Jh.shape
     out = np.empty(n)
     aug = np.empty((K, 2 * K))
+    Jhf, Jsf, Hf = Jh.reshape(Jh.size), Js.reshape(Js.size), H.reshape(H.size)
     for i in range(n):
-        for a in range(K):
-            for b in range(K):
-                aug[a, b] = V * H[i, a, b] + (1.0 if a == b else 0.0)
-                s = 0.0
-                for m in range(M):
-                    s += Jh[i, m, a] * Js[i, m, b]
-                aug[a, K + b] = s
-        out[i] = _trace_of_solution(aug)
+        out[i] = _stein_solve(Hf, i * K * K, V, Jhf, i * M * K, Jsf, i * M * K, K, M, aug)
     return out
 
 
@@ -553,20 +561,12 @@ def _output_jacobian_builtin(u, par, ka, kb, tau, work, J, D):
 
 @njit(cache=True, inline="always")
 def _stein_trace(u, us, H, V, par, ka, kb, tau, work, Jh, Js, D, aug):
-    """tr[(I + V H)^-1 J(u)^T J(u*)], H the Hessian of l at u, J the output Jacobian
-    (overwrites ``work``): the one place the Stein trace of a built-in channel is written."""
+    """tr[(I + V H)^-1 J(u)^T J(u*)], H the Hessian of l at u (flat, K x K), J the output
+    Jacobian (overwrites ``work``)."""
     K = u.size
-    M = Jh.size // K
     _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
     _output_jacobian_builtin(us, par, ka, kb, tau, work, Js, D)
-    for a in range(K):
-        for b in range(K):
-            aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
-            s = 0.0
-            for m in range(M):
-                s += Jh[m * K + a] * Js[m * K + b]
-            aug[a, K + b] = s
-    return _trace_of_solution(aug)
+    return _stein_solve(H, 0, V, Jh, 0, Js, 0, K, Jh.size // K, aug)
 
 
 @njit(cache=True, nogil=True)
@@ -577,6 +577,7 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
     work = np.empty(wsize)
     grad = np.empty(K)
     H = np.empty((K, K))
+    Hf = H.reshape(K * K)
     Jh = np.empty(M * K)
     Js = np.empty(M * K)
     D = np.empty(K * L * L)
@@ -591,7 +592,7 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
         for m in range(M):
             y[m] = Y[i, m]
         _evalf(u, y, par, ka, kb, tau, 2, work, grad, H)
-        out[i] = _stein_trace(u, us, H, V, par, ka, kb, tau, work, Jh, Js, D, aug)
+        out[i] = _stein_trace(u, us, Hf, V, par, ka, kb, tau, work, Jh, Js, D, aug)
 
 
 def stein_traces_builtin(Y, U, Ustar, V, par, ka, kb, tau, wsize):
@@ -1179,6 +1180,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
     work = np.empty(wsize)
     grad = np.empty(K)
     M = np.empty((K, K))
+    Mf = M.reshape(K * K)
     C = np.empty((K, K))
     x = np.empty(K)
     aug = np.empty((K, 2 * K))
@@ -1199,7 +1201,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
                 # Stein's trace at omega shares the first step's Hessian
                 for k in range(K):
                     us[k] = Ustar[i, k]
-                ST[i] = _stein_trace(u, us, M, V, par, ka, kb, tau, work, Jh, Js, D, aug)
+                ST[i] = _stein_trace(u, us, Mf, V, par, ka, kb, tau, work, Jh, Js, D, aug)
             # Newton on F = l + |u - omega|^2 / (2V): V grad F = V grad l + u - omega,
             # V Hess F = I + V H
             for a in range(K):
