@@ -365,22 +365,59 @@ def _coarse_solve(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: i
                                      max_iter=max_iter, **kw)
 
 
+#: quasi-Newton iterations a continued coarse solve (:func:`solve_coarse_level` with a
+#: neighbour's Jacobian) may take before it falls back to Anderson mixing: from a start
+#: ~1e-2 off, Newton with a neighbour's Jacobian needs 3-5
+COARSE_QN_ITER = 8
+
+
 def solve_coarse_level(se: StateEvolution, x0: np.ndarray, *, tol: float = 1e-10,
-                       max_iter: int = 500) -> FixedPointReport | None:
+                       max_iter: int = 500,
+                       jacobian: np.ndarray | None = None) -> FixedPointReport | None:
     """The fixed point of ``se``'s coarse level (its first 2^coarse_log2_n RQMC points per
     replica) from x0, to max(tol, COARSE_TOL): Anderson mixing, the damped iteration where
     Anderson fails (as :func:`solve_state_evolution` does); None without a coarse level.
     A sweep solves its points here first (cheap) and refines them with
-    ``solve_state_evolution(..., x0=..., coarse_x=report.x)``."""
-    pre = _coarse_solve(se, x0, tol=tol, max_iter=max_iter, method="anderson")
-    if pre is None:
+    ``solve_state_evolution(..., x0=..., coarse_x=report.x)``.
+
+    ``jacobian``: dT/dx of a neighbouring point's coarse map (rows 0..2 of
+    :func:`coarse_level_jacobian` there, e.g. the previous point of a sweep): first up to
+    COARSE_QN_ITER quasi-Newton steps with it (:func:`solve_fixed_point_quasi_newton`;
+    a sweep's Anderson solve took 6-15 evaluations a point, these 2-4), then, if they fail,
+    Anderson from x0 as without it (the iterations reported are both solves')."""
+    coarse = se.coarse()
+    if coarse is None:
         return None
+    spent = 0
+    if jacobian is not None:
+        J = np.asarray(jacobian, dtype=float)[:3]
+        qn = solve_fixed_point_quasi_newton(coarse, np.asarray(x0, dtype=float), J,
+                                            tol=max(tol, COARSE_TOL),
+                                            max_iter=min(COARSE_QN_ITER, max_iter),
+                                            valid=coarse.valid)
+        if qn.converged:
+            return qn
+        spent = qn.iterations
+    pre = _coarse_solve(se, x0, tol=tol, max_iter=max_iter, method="anderson")
     rep = pre[1]
     if not rep.converged:
         rep2 = _coarse_solve(se, x0, tol=tol, max_iter=max_iter, method="damped")[1]
         if rep2.converged or rep2.residual < rep.residual:
             rep = rep2
-    return rep
+    return replace(rep, iterations=rep.iterations + spent) if spent else rep
+
+
+def coarse_level_jacobian(se: StateEvolution, x: np.ndarray) -> np.ndarray | None:
+    """d(MC_FIELDS)/d(m, q, V) of ``se``'s coarse level at x by forward differences (rows
+    0..2: the coarse map's Jacobian), as ``solve_state_evolution(coarse_x=x)`` computes it;
+    None without a coarse level or where it is unavailable.  A sweep computes it once a point
+    and gives it to the point's refinement (``coarse_jacobian=``) and, as the quasi-Newton
+    matrix, to the next point's coarse solve (:func:`solve_coarse_level`)."""
+    coarse = se.coarse()
+    if coarse is None:
+        return None
+    grad = _observable_jacobian(coarse, np.asarray(x, dtype=float))
+    return grad if isinstance(grad, np.ndarray) else None
 
 
 def _known_coarse_point(se: StateEvolution, x: np.ndarray, tol: float):
@@ -402,10 +439,13 @@ def _known_coarse_point(se: StateEvolution, x: np.ndarray, tol: float):
 
 
 def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int,
-                coarse_result=None, fine_x0: np.ndarray | None = None, **kw):
+                coarse_result=None, fine_x0: np.ndarray | None = None,
+                coarse_grad: np.ndarray | None = None, **kw):
     """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions);
     ``coarse_result``: the coarse level's (SE, report) from x0 when already solved;
-    ``fine_x0``: the fine level's start (default: the coarse fixed point).
+    ``fine_x0``: the fine level's start (default: the coarse fixed point); ``coarse_grad``:
+    the observable Jacobian at the coarse fixed point when the caller has it
+    (:func:`coarse_level_jacobian`).
 
     Returns (report, observable Jacobian at the coarse fixed point or None,
     number of coarse iterations).
@@ -419,7 +459,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     x_start = x0
     if rc.converged:
         x_start = rc.x if fine_x0 is None else fine_x0
-        grad = _observable_jacobian(coarse, rc.x)
+        grad = coarse_grad if coarse_grad is not None else _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
             tol = _fine_tolerance(se, coarse, rc.x, grad, tol)
             rf = solve_fixed_point_quasi_newton(se, x_start, grad[:3], tol=tol, max_iter=12,
@@ -449,7 +489,7 @@ def _fine_tolerance(se: StateEvolution, coarse: StateEvolution, x: np.ndarray, g
 
 
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
-                max_iter: int, monitor=None, coarse_result=None, fine_x0=None):
+                max_iter: int, monitor=None, coarse_result=None, fine_x0=None, coarse_grad=None):
     """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
     basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
     where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
@@ -457,7 +497,8 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     Jacobian, coarse iterations, method label)."""
     rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
                                       max_iter=max_iter, monitor=monitor,
-                                      coarse_result=coarse_result, fine_x0=fine_x0)
+                                      coarse_result=coarse_result, fine_x0=fine_x0,
+                                      coarse_grad=coarse_grad)
     if rep.converged or method != "anderson":
         return rep, grad, n_coarse, method
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
@@ -619,6 +660,7 @@ def solve_state_evolution(
     integrals=None,
     x0=None,
     coarse_x=None,
+    coarse_jacobian=None,
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
     progress: bool = False,
@@ -647,7 +689,9 @@ def solve_state_evolution(
     the coarse level's fixed point when the caller has solved it
     (:func:`solve_coarse_level`, e.g. a phase diagram's sweep on the coarse level): no
     coarse solve here, the fine level starts from x0 with the coarse Jacobian at coarse_x
-    (RQMC channels with a coarse level only).
+    (RQMC channels with a coarse level only).  ``coarse_jacobian``: with coarse_x, that
+    Jacobian when the caller has computed it (:func:`coarse_level_jacobian` at coarse_x, a
+    len(MC_FIELDS) x 3 array): not computed again here.
 
     ``finite_d`` (:class:`~amp_attention.finite_size.FiniteSizeOptions`) is the
     finite-d prediction mode: the denoiser functionals are averaged over
@@ -684,6 +728,14 @@ def solve_state_evolution(
         raise ValueError("coarse_x needs x0, the fine level's start")
     else:
         names = start_names(start, ("informative", "uninformative"))
+    if coarse_jacobian is not None:
+        if coarse_x is None:
+            raise ValueError("coarse_jacobian needs coarse_x, the point it was computed at")
+        coarse_jacobian = np.asarray(coarse_jacobian, dtype=float)
+        if coarse_jacobian.shape != (len(MC_FIELDS), 3) or not np.all(np.isfinite(coarse_jacobian)):
+            raise ValueError(f"coarse_jacobian must be a finite {len(MC_FIELDS)} x 3 array "
+                             "(coarse_level_jacobian at coarse_x), got shape "
+                             f"{coarse_jacobian.shape}")
     unique = se.unique_fixed_point() if start == "auto" and x0 is None else ""
     policy = {"both": "both starts (asked for)", "auto": "both starts: several fixed points "
               "are possible (non-convex channel or binding rank cap)"}.get(start, f"{start} start")
@@ -692,7 +744,8 @@ def solve_state_evolution(
                                          ", the coarse fixed point given (coarse_x)")
     opts = {"method": method, "tol": tol, "max_iter": max_iter, "damping": damping,
             "progress": progress,
-            "coarse_x": None if coarse_x is None else _checked_coarse_x(se, coarse_x)}
+            "coarse_x": None if coarse_x is None else _checked_coarse_x(se, coarse_x),
+            "coarse_jacobian": coarse_jacobian}
     runs, extra, coarse_only, policy = _run_starts(se, starts, names, unique, policy, opts)
     best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
                                          runs[k][1]["loss"]))
@@ -785,7 +838,8 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
                                                     max_iter=max_iter, damping=damping,
                                                     monitor=monitor,
                                                     coarse_result=coarse_pre.get(name),
-                                                    fine_x0=fine_x0)
+                                                    fine_x0=fine_x0,
+                                                    coarse_grad=opts.get("coarse_jacobian"))
         runs[name] = (rep, _assemble(se, rep, name))
         extra[name] = (grad, n_coarse, used)
     if not any(r.converged for r, _ in runs.values()):

@@ -14,7 +14,11 @@ from amp_attention.experiments.phase_diagram import (FIELDS, PhaseDiagramPlan, g
                                                      load_phase_diagram, point_file,
                                                      run_phase_diagram, solved_by_rows)
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
-from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+from amp_attention.solvers.state_evolution import (COARSE_QN_ITER, COARSE_TOL, MC_FIELDS,
+                                                   MonteCarloOptions, StateEvolution,
+                                                   coarse_level_jacobian,
+                                                   same_fixed_point, solve_coarse_level,
+                                                   solve_state_evolution)
 
 #: small RQMC settings: the logic is tested, not the Monte-Carlo accuracy
 MC = MonteCarloOptions(log2_n=10, coarse_log2_n=7, replicas=4, test_log2_n=10, step_log2_n=10)
@@ -153,3 +157,41 @@ def test_a_failed_up_refinement_is_not_repeated_on_the_down_branch(diagram, tmp_
     assert not down["converged"] and down["level"] == "coarse"
     assert "whose refinement failed: max_iter" in down["status"]
     assert meta["n_converged"] == 5 and meta["status"][1][0].startswith("not converged")
+
+
+def test_a_continued_coarse_solve_reaches_the_same_fixed_point():
+    """solve_coarse_level with a neighbour's coarse Jacobian (quasi-Newton steps, the
+    sweep's continuation) ends at the fixed point Anderson mixing finds, within the coarse
+    tolerance, in fewer evaluations; a useless matrix still ends there (the fallback)."""
+    se_a, se_b = (StateEvolution(PLAN.at(i, 0), MC) for i in (0, 1))
+    start = se_a.starts()["informative"]
+    a = solve_coarse_level(se_a, start, tol=1e-8)
+    grad = coarse_level_jacobian(se_a, a.x)
+    assert grad.shape == (len(MC_FIELDS), 3) and np.all(np.isfinite(grad))
+    ref = solve_coarse_level(StateEvolution(PLAN.at(1, 0), MC), a.x, tol=1e-8)
+    qn = solve_coarse_level(se_b, a.x, tol=1e-8, jacobian=grad)
+    assert ref.converged and qn.converged
+    assert same_fixed_point(ref.x, qn.x, 1e-3 * COARSE_TOL)
+    assert qn.iterations < ref.iterations
+    bad = solve_coarse_level(StateEvolution(PLAN.at(1, 0), MC), a.x, tol=1e-8,
+                             jacobian=np.full((3, 3), 50.0))
+    assert bad.iterations > COARSE_QN_ITER  # the quasi-Newton steps failed: Anderson's point
+    assert bad.converged and same_fixed_point(ref.x, bad.x, 1e-3 * COARSE_TOL)
+
+
+def test_a_given_coarse_jacobian_is_the_one_the_solve_would_compute():
+    """coarse_jacobian= (the sweep's coarse_level_jacobian at coarse_x) gives the refinement
+    that computing it inside gives: the same fixed point to far below the fine tolerance."""
+    p = PLAN.at(1, 0)
+    se = StateEvolution(p, MC)
+    c = solve_coarse_level(se, se.starts()["informative"], tol=1e-8)
+    grad = coarse_level_jacobian(se, c.x)
+    kw = dict(mc=MC, tol=1e-8, x0=c.x, coarse_x=c.x, finite_size_check=False)
+    inside, given = (solve_state_evolution(p, coarse_jacobian=g, **kw) for g in (None, grad))
+    assert inside.converged and given.converged
+    for f in ("m", "q", "V", "test_error", "train_error"):
+        assert getattr(given, f) == pytest.approx(getattr(inside, f), rel=1e-6)
+    with pytest.raises(ValueError, match="coarse_jacobian needs coarse_x"):
+        solve_state_evolution(p, mc=MC, x0=c.x, coarse_jacobian=grad)
+    with pytest.raises(ValueError, match="coarse_jacobian must be a finite"):
+        solve_state_evolution(p, coarse_jacobian=grad[:3], **kw)

@@ -41,7 +41,8 @@ import numpy as np
 
 from amp_attention.solvers.state_evolution import (COARSE_TOL, MonteCarloOptions,
                                                    StateEvolution, same_fixed_point,
-                                                   solve_coarse_level, solve_state_evolution,
+                                                   coarse_level_jacobian, solve_coarse_level,
+                                                   solve_state_evolution,
                                                    unique_fixed_point)
 
 from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
@@ -217,7 +218,10 @@ def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
     if all(store.read(point_key(j, dr, i)) is not None for dr in DIRECTIONS for i in order[dr]):
         return 0
     ses = [StateEvolution(plan.at(i, j), plan.mc) for i in range(len(plan.alphas))]
-    coarse = {dr: _coarse_sweep(plan, ses, dr) for dr in DIRECTIONS}
+    grads: dict = {}  # (direction, i) -> coarse Jacobian at that coarse fixed point
+    coarse = {}
+    for dr in DIRECTIONS:
+        coarse[dr] = _coarse_sweep(plan, ses, dr, grads, coarse.get("up"))
     computed = 0
     for dr in DIRECTIONS:
         done: list[tuple[float, np.ndarray]] = []  # fine fixed points, as in run_sweep
@@ -227,7 +231,8 @@ def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
             rc = coarse[dr][i]
             rec = store.read(key)
             if rec is None:
-                rec = _row_point(plan, store, j, dr, i, rc, coarse["up"][i], shift, done)
+                rec = _row_point(plan, store, j, dr, i, rc, coarse["up"][i], shift, done,
+                                 grads.get((dr, i)))
                 store.write(key, rec)
                 computed += 1
             if rec["converged"]:
@@ -237,10 +242,20 @@ def run_row(plan: PhaseDiagramPlan, out: str, j: int) -> int:
     return computed
 
 
-def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
-    """{i: coarse-level fixed-point report} of one sweep over the row's SE maps ``ses``."""
+def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str, grads: dict,
+                  up: dict | None = None) -> dict:
+    """{i: coarse-level fixed-point report} of one sweep over the row's SE maps ``ses``.
+
+    Continued: each point starts on the line through the last two fixed points and solves
+    by quasi-Newton steps with a neighbour's coarse Jacobian (:func:`solve_coarse_level`;
+    Anderson where they fail): the previous point's, or on the down sweep the up sweep's
+    at the same alpha (the same map; where the branches coincide, the same fixed point).
+    ``grads[(direction, i)]``: the coarse Jacobian at each fixed point of the up sweep, and
+    of the down sweep where it is not the up sweep's (the points that are refined); the
+    point's refinement takes it (``solve_state_evolution(coarse_jacobian=)``)."""
     out = {}
     done: list[tuple[float, np.ndarray]] = []
+    last_grad = None
     for i in _order(plan, direction):
         se = ses[i]
         starts = [se.starts()["informative" if direction == "up" else "uninformative"]]
@@ -249,19 +264,28 @@ def _coarse_sweep(plan: PhaseDiagramPlan, ses: list, direction: str) -> dict:
             line = _line_start(done, plan.alphas[i])
             if line is not None and se.valid(line):
                 starts.insert(0, line)
+        jac = None
+        if done:  # a continued start (the first point's is far: Anderson's domain)
+            jac = grads.get(("up", i)) if direction == "down" else None
+            jac = jac if jac is not None else last_grad
         for x0 in starts:
-            rep = solve_coarse_level(se, x0, tol=plan.tol, max_iter=plan.max_iter)
+            rep = solve_coarse_level(se, x0, tol=plan.tol, max_iter=plan.max_iter, jacobian=jac)
             if rep.converged:
                 break
         out[i] = rep
         if rep.converged:
             done = [*done[-1:], (plan.alphas[i], rep.x)]
+            if up is None or not (up[i].converged and same_fixed_point(
+                    up[i].x, rep.x, 0.1 * COARSE_TOL)):
+                grads[(direction, i)] = coarse_level_jacobian(se, rep.x)
+            last_grad = grads.get((direction, i), grads.get(("up", i)))
     return out
 
 
 def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: str, i: int,
-               rc, rc_up, shift, done: list) -> dict:
-    """The record of one point of :func:`run_row`'s branch ``direction``."""
+               rc, rc_up, shift, done: list, grad: np.ndarray | None = None) -> dict:
+    """The record of one point of :func:`run_row`'s branch ``direction`` (``grad``: the
+    coarse Jacobian at rc's fixed point, when the sweep computed it)."""
     if direction == "down" and rc.converged and rc_up.converged and same_fixed_point(
             rc_up.x, rc.x, 0.1 * COARSE_TOL):
         up = store.read(point_key(j, "up", i))
@@ -282,7 +306,8 @@ def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: st
         start = rc.x if shift is None else rc.x + shift
         for x0 in ((start, rc.x) if shift is not None else (rc.x,)):
             try:
-                r = solve_state_evolution(problem, x0=x0, coarse_x=rc.x, **kw)
+                r = solve_state_evolution(problem, x0=x0, coarse_x=rc.x,
+                                          coarse_jacobian=grad, **kw)
             except ValueError:  # the shifted start left the domain
                 continue
             break
