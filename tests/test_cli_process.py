@@ -272,7 +272,11 @@ def _wait_until_running(proc: subprocess.Popen, timeout: float = 60) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 @pytest.mark.parametrize("argv,delays,message", [
-    (["se", "--channel", "softmax", "--L", "2"], (0.0, 0.5, 1.0, 2.0), INTERRUPTED),
+    # 2^13 points per replica: ~4 s of compiled code after Numba is loaded (one thread), so
+    # every delay lands inside the computation; at the default 2^11 the point ended ~2 s in,
+    # and the 2.0 s interrupt could land in Python's finalization (default SIGINT: exit -2)
+    (["se", "--channel", "softmax", "--L", "2", "--mc-log2n", "13"], (0.0, 0.5, 1.0, 2.0),
+     INTERRUPTED),
     (["thresholds", "--channel", "softmax", "--L", "2", "--noise-grid", "0.3", "0.5", "0.8"],
      (0.5,), INTERRUPTED),
     (["scaling", "--gamma", "1.5", "--target-d", "40", "--alpha-range", "0.5", "2", "3"],
