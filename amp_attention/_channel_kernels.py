@@ -61,6 +61,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 import types
 
 import numpy as np
@@ -1397,18 +1398,21 @@ def _row_pool(workers: int):
     4 x 4 softmax phase diagram.  Keyed by the process id, so that a forked child (whose
     copy of the pool has no threads) starts its own."""
     key = (os.getpid(), workers)
-    pool = _ROW_POOLS.get(key)
-    if pool is None:
-        from concurrent.futures import ThreadPoolExecutor
+    with _ROW_POOLS_LOCK:  # callers on several threads (a threaded executor) share it
+        pool = _ROW_POOLS.get(key)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
 
-        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="amp-attention-rows")
-        _ROW_POOLS[key] = pool
+            pool = ThreadPoolExecutor(max_workers=workers,
+                                      thread_name_prefix="amp-attention-rows")
+            _ROW_POOLS[key] = pool
     return pool
 
 
 #: (pid, threads) -> the idle row pool (:func:`_row_pool`): a cache of threads, no state
 #: that any result depends on
 _ROW_POOLS: dict = {}
+_ROW_POOLS_LOCK = threading.Lock()
 
 
 def _threaded_rows(n: int, run_rows) -> None:
@@ -1425,6 +1429,7 @@ def _threaded_rows(n: int, run_rows) -> None:
     # one task per thread, each taking the next block in turn (itertools.count's next is
     # atomic under the GIL): a submit per block cost ~12 us each
     nxt = itertools.count()
+    stop = False  # set on an interrupt or an error: the blocks not yet taken are dropped
 
     def take_blocks() -> None:
         for k in iter(nxt.__next__, None):
@@ -1432,7 +1437,6 @@ def _threaded_rows(n: int, run_rows) -> None:
                 return
             run_rows(*blocks[k])
 
-    stop = False
     futures = [_row_pool(workers).submit(take_blocks) for _ in range(workers)]
     try:
         for f in futures:
