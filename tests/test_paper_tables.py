@@ -143,8 +143,8 @@ def _interpolation_alpha_bar(noise: float, kappa: float) -> tuple[float, float]:
     8e-9 (measured: within 1e-6 of their row except next to kappa0 = 1, 4.4e-5 at 1.02,
     where the approach is slower), tolerance 1e-4; otherwise 1e-5, their root finder's
     tolerance (measured: within it at 799 of the 800 points; 1.7e-5 at Delta 0.01, kappa0
-    index 65, where the slow variant fails: open).  NaN (a failed solve) fails every
-    comparison."""
+    index 65, where their value is off their own curve: :func:`_their_curve_at`).  NaN (a
+    failed solve) fails every comparison."""
     return interpolation_alpha_bar(kappa, noise), (1e-4 if noise == 0 else 1e-5)
 
 
@@ -160,16 +160,37 @@ def test_interpolation_thresholds(noise_index: int) -> None:
         assert abs(got - t["rows"][noise_index][j]) < tol, (noise, j, got)
 
 
+def _their_curve_at(row, j: int) -> float:
+    """Their alpha_bar at kappa index j from their own four neighbours (j -+ 1, j -+ 2): the
+    cubic through them in log kappa0.  Their curve is smooth, so this predicts their row to
+    ~1e-7 (measured at Delta > 0: below 1e-6 at all but 8 of 784 interior points, 3e-6 at most
+    away from index 65); at Delta 0.01, index 65 their value is 1.7e-5 above it (second
+    differences 10.9, 6.0, 11.2 e-5 around it against a smooth 9.2-9.5 e-5): a miss of their
+    root finder, whose tolerance is 1e-5."""
+    idx = [j - 2, j - 1, j + 1, j + 2]
+    x = np.log(KAPPA_GRID)
+    return float(np.polyval(np.polyfit(x[idx], np.asarray(row, float)[idx], 3), x[j]))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("noise_index", range(5))
 def test_interpolation_thresholds_every_kappa(noise_index: int) -> None:
+    """Every kappa0 of their grid within the tolerance of their row, except where their value
+    is off their own curve by more than that tolerance (:func:`_their_curve_at`): there the
+    engine's value must agree with their curve within a tenth of it instead."""
     t = TABLES["data/cross_validation/interpolation.csv"]
     noise = t["noise"][noise_index]
+    row = t["rows"][noise_index]
     bad = []
     for j in range(200):
         got, tol = _interpolation_alpha_bar(noise, KAPPA_GRID[j])
-        if not abs(got - t["rows"][noise_index][j]) < tol:  # a NaN (failed solve) is bad
-            bad.append((j, got, t["rows"][noise_index][j]))
+        if abs(got - row[j]) < tol:
+            continue
+        if 2 <= j < 198:  # their value may be the outlier: compare with their curve
+            curve = _their_curve_at(row, j)
+            if abs(row[j] - curve) >= tol and abs(got - curve) < 0.1 * tol:
+                continue
+        bad.append((j, got, row[j]))  # a NaN (failed solve) lands here
     assert not bad, bad
 
 
