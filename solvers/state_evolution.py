@@ -728,14 +728,7 @@ def solve_state_evolution(
         raise ValueError("coarse_x needs x0, the fine level's start")
     else:
         names = start_names(start, ("informative", "uninformative"))
-    if coarse_jacobian is not None:
-        if coarse_x is None:
-            raise ValueError("coarse_jacobian needs coarse_x, the point it was computed at")
-        coarse_jacobian = np.asarray(coarse_jacobian, dtype=float)
-        if coarse_jacobian.shape != (len(MC_FIELDS), 3) or not np.all(np.isfinite(coarse_jacobian)):
-            raise ValueError(f"coarse_jacobian must be a finite {len(MC_FIELDS)} x 3 array "
-                             "(coarse_level_jacobian at coarse_x), got shape "
-                             f"{coarse_jacobian.shape}")
+    coarse_jacobian = _checked_coarse_jacobian(coarse_jacobian, coarse_x)
     unique = se.unique_fixed_point() if start == "auto" and x0 is None else ""
     policy = {"both": "both starts (asked for)", "auto": "both starts: several fixed points "
               "are possible (non-convex channel or binding rank cap)"}.get(start, f"{start} start")
@@ -792,6 +785,20 @@ def _checked_coarse_x(se: StateEvolution, coarse_x) -> np.ndarray:
         raise ValueError("coarse_x: this problem has no coarse level (a closed-form channel, "
                          "or mc.coarse_log2_n >= mc.log2_n)")
     return x
+
+
+def _checked_coarse_jacobian(coarse_jacobian, coarse_x) -> np.ndarray | None:
+    """coarse_jacobian as a len(MC_FIELDS) x 3 array (None stays None), or ValueError naming
+    it: it needs coarse_x, the point it was computed at."""
+    if coarse_jacobian is None:
+        return None
+    if coarse_x is None:
+        raise ValueError("coarse_jacobian needs coarse_x, the point it was computed at")
+    grad = np.asarray(coarse_jacobian, dtype=float)
+    if grad.shape != (len(MC_FIELDS), 3) or not np.all(np.isfinite(grad)):
+        raise ValueError(f"coarse_jacobian must be a finite {len(MC_FIELDS)} x 3 array "
+                         f"(coarse_level_jacobian at coarse_x), got shape {grad.shape}")
+    return grad
 
 
 def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique: str,
