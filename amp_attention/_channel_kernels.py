@@ -1173,7 +1173,7 @@ def hessian_batch(Y, U, par, ka, kb, tau, wsize):
 
 @njit(cache=True, nogil=True)
 def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, G, CV,
-                       Ustar, want_stein, ST):
+                       Ustar, want_stein, ST, PD, stop):
     K = Omega.shape[1]
     L = _n_tokens(ka)
     Jh = np.empty(Y.shape[1] * K)
@@ -1193,6 +1193,10 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
     y = np.empty(Y.shape[1])
     e = np.empty(K)
     for i in range(lo, hi):
+        if stop[0]:
+            # another row left positive definiteness and the caller asked to stop there
+            # (the rows not done are then left unset)
+            return
         for k in range(K):
             u[k] = Omega[i, k]
         for k in range(Y.shape[1]):
@@ -1218,6 +1222,10 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
             _chol_solve_neg(C, grad, x)
             for k in range(K):
                 u[k] += x[k]
+        PD[i] = pd
+        if not pd and stop[1]:
+            stop[0] = True
+            return
         if not pd:
             # I + V H not positive definite: the first-order step from omega, no Jacobian
             for k in range(K):
@@ -1282,7 +1290,8 @@ def centre_cv_batch(Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize):
     return CV
 
 
-def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, Ustar=None):
+def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, Ustar=None,
+                      stop_at_indefinite=False):
     """``steps`` Newton iterations of the prox objective F(u) = l(y, u) + ||u - omega||^2 / (2V)
     from u = omega, per row (built-in channels; docs/theory.md 16.6): G = (u_steps - omega)/V,
     the control variate's output function (one step: -(I + V H)^-1 grad l at omega); where
@@ -1290,10 +1299,18 @@ def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv,
     CV = eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V with H at the last step's base point
     (0 where not positive definite), for the rows of ``Eta``.  With ``Ustar`` (n, K) also
     ST = tr[(I + V H)^-1 J(omega)^T J(u*)] per row (:func:`_stein_trace`, H at omega: the first
-    step's).  Returns (G, CV, ST), CV and ST empty when not asked for.  Rows split over
-    threads (:func:`_threaded_rows`; no parallel loop to compile)."""
+    step's).  Returns (G, CV, ST, PD), CV and ST empty when not asked for, PD (n,) True
+    where I + V H stayed positive definite (there G is the Newton map, smooth in omega).
+    ``stop_at_indefinite``: every thread stops at the first row that is not (PD then holds a
+    False, and the outputs of the rows not reached are undefined): the caller that discards
+    the outputs then pays for a few rows only.  Rows split over threads
+    (:func:`_threaded_rows`; no parallel loop to compile)."""
     n, K = Omega.shape
     G = np.empty((n, K))
+    PD = np.ones(n, dtype=np.bool_)
+    # [stop now, stop at the first indefinite row]: shared by the threads (a benign race:
+    # a thread that misses the first write stops at its own next row or at its own failure)
+    stop = np.array([False, bool(stop_at_indefinite)])
     CV = np.empty(n if want_cv else 0)
     want_stein = Ustar is not None
     ST = np.empty(n if want_stein else 0)
@@ -1301,8 +1318,8 @@ def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv,
     _threaded_rows(n, lambda lo, hi: _newton_step_chunk(lo, hi, Y, Omega, Eta, float(V),
                                                         int(steps), par, ka, kb, tau, wsize,
                                                         bool(want_cv), G, CV, Us, want_stein,
-                                                        ST))
-    return G, CV, ST
+                                                        ST, PD, stop))
+    return G, CV, ST, PD
 
 
 @njit(cache=True, parallel=True)

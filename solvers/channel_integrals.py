@@ -426,6 +426,9 @@ class MonteCarloChannel:
         self.stein = stein_available(channel)
         self.n_stein = 0
         self.n_stein_rejected = 0
+        #: evaluations whose control variate ran above the convexity certificate and was not
+        #: used (a row's Newton steps met an I + V H that is not positive definite)
+        self.n_step_refused = 0
         #: end points of the last evaluation's Newton runs, every replica's rows (warm_start)
         self._ends: np.ndarray | None = None
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
@@ -624,18 +627,27 @@ class MonteCarloChannel:
         return X.mean(axis=1)
 
     def _step_terms(self, y: np.ndarray, y1: np.ndarray, smp: PairedSamples, V: float,
-                    slope: float, centre_cv: bool) -> np.ndarray:
+                    slope: float, centre_cv: bool, check_pd: bool = False) -> np.ndarray | None:
         """Per replica (rows) the control variate's terms on the samples ``smp``: those of
         m_hat, q_hat and V_hat by parts (and Stein's m_hat where the channel has it) with
         g_out replaced by STEP_ITERATIONS Newton steps of the prox objective from omega, and
         (``centre_cv``) the centre's zero-mean term with those steps' Jacobian
-        (docs/theory.md 16.6); shape (R, 3) or (R, 4)."""
+        (docs/theory.md 16.6); shape (R, 3) or (R, 4).  ``check_pd``: None as soon as one
+        row's steps met an I + V H that is not positive definite (the steps then jump in
+        omega)."""
         ch = self.channel
         fused = optional_member(ch, "newton_step_stein") if self.stein else None
+        # stop at the first row that leaves positive definiteness: the terms are then
+        # discarded, so a refusal costs a few rows
+        kw = {"report_pd": "stop"} if check_pd else {}
         if fused is not None:  # the steps and Stein's traces at omega in one pass
-            G, st = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS)
+            out = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS, **kw)
+            G, st = out[0], out[1]
         else:
-            G, st = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS)[0], None
+            out = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS, **kw)
+            G, st = out[0], None
+        if check_pd and not np.all(out[2]):
+            return None
         R = smp.replicas
         X = self._pair_differences(smp, G)
         if centre_cv:
@@ -693,12 +705,33 @@ class MonteCarloChannel:
             self._own_bound = (Q0, float(self.channel.convex_below(self._own_labels(Q0)[1])))
         return self._own_bound[1]
 
-    def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
+    def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float,
+                    check_pd: bool = False) -> np.ndarray | None:
         """:meth:`_step_terms` on the control variate's own samples (2^step_log2_n per replica,
         scrambled independently of the SE's), labels computed once per Q0."""
         _, draws, y, y1, _ = self._step_samples(Q0)
         return self._step_terms(y, y1, paired_samples(draws, m, q, Q0, self.STEP_THETA), V,
-                                slope, centre_cv=True)
+                                slope, centre_cv=True, check_pd=check_pd)
+
+    def _control_variate(self, m: float, q: float, Q0: float, V: float, slope: float,
+                         y: np.ndarray, y1: np.ndarray, smp: PairedSamples
+                         ) -> tuple[np.ndarray, np.ndarray] | None:
+        """(terms on the SE's own samples, means on the control variate's samples) of the
+        two-level estimator (docs/theory.md 16.6), or None where it does not run: where the
+        prox is certified convex for every label of both sets (``convex_below``) the Newton
+        steps can never meet an I + V H that is not positive definite; above that bound they
+        run too, but are used only if no row of either set met one (checked on the SE's own,
+        smaller set first).  The estimator is exact for any step function; the check keeps
+        its V_hat term (narrow pairs: a jump of the steps between the two samples of a pair
+        would dominate it) as small as where it is certified."""
+        certified = V < self._own_convex_below(Q0) and V < self._step_samples(Q0)[4]
+        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False, check_pd=not certified)
+        big = None if own is None else self._step_means(m, q, Q0, V, slope,
+                                                        check_pd=not certified)
+        if big is None:
+            self.n_step_refused += 1
+            return None
+        return own, big
 
     def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray) -> np.ndarray:
         """Per replica m_hat: Stein's estimate where it is consistent with the direct one
@@ -752,21 +785,21 @@ class MonteCarloChannel:
         # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
         # parts in; the smooth part is then the whole derivative
         by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
-        # only where the prox is certified convex for every label (docs/theory.md 16.5):
-        # there two Newton steps track it closely and never meet an indefinite Hessian, whose
-        # fallback would make the step discontinuous and the narrow pairs' term explode
-        step = (self.step_log2_n and by_parts and rest > 0
+        # where the Newton steps stay positive definite (certified convex prox, or checked
+        # row by row: _control_variate): elsewhere their fallback would make the step
+        # discontinuous and the narrow pairs' term explode
+        step = None
+        if (self.step_log2_n and by_parts and rest > 0
                 and optional_member(ch, "newton_step") is not None
-                and optional_member(ch, "convex_below") is not None
-                and V_eff < self._own_convex_below(Q0) and V_eff < self._step_samples(Q0)[4])
-        if step:
+                and optional_member(ch, "convex_below") is not None):
+            step = self._control_variate(m, q, Q0, V_eff, slope, y, y1, smp)
+        if step is not None:
             # two levels (docs/theory.md 16.6): the step's means on its own samples plus the
             # mean of (prox term - step term) on these, which nearly cancels sample by sample
             # (no centre term here: any eta-independent one has mean zero, so none is needed
             # where the difference is this small)
             vterm = self._by_parts_terms(y1, smp, g, V_eff, centre_cv=False)
-            own = self._step_terms(y, y1, smp, V_eff, slope, centre_cv=False)
-            big = self._step_means(m, q, Q0, V_eff, slope)
+            own, big = step
             mh = 2 * alpha * (big[:, 0] + means[0] - own[:, 0]) / rest
             if self.stein:
                 # Stein's form of m_hat (far less noisy than the direct one) with the step's
@@ -781,7 +814,7 @@ class MonteCarloChannel:
         forms = np.column_stack([Vh, Vh_hess])
         train, test, test_noisy = means[3], means[4], means[5]
         per = np.column_stack([mh, qh, Vh, train, test, 0.5 * train, test_noisy])
-        if self.stein and rest > 0 and not step:
+        if self.stein and rest > 0 and step is None:
             mh_stein = 2 * alpha * smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
             per[:, 0] = self._prefer_stein(per[:, 0], mh_stein)
         mean = per.mean(axis=0)
