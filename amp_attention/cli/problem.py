@@ -141,8 +141,8 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
                    help="control variate of the hats: a couple of Newton steps of the prox "
                         "from omega, averaged over 2^S samples per replica of its own, plus "
                         "(prox - steps) on the 2^M; 0 switches it off (default: min(M + 3, "
-                        "16), lowered until the draws fit 128 MiB; the softmax channel, where its prox "
-                        "is certified convex)")
+                        "16), lowered until the draws fit 128 MiB; the softmax channel, where "
+                        "the steps' I + V H stays positive definite at every sample)")
 
 
 def read_target_file(path: Path):
