@@ -757,9 +757,59 @@ def row_softmax_jacobian_batch(U, beta, ka, kb, tau):
 # curvature bound of a softmax row (docs/theory.md section 16.5)
 _ROW_TERM1 = 8.0 / 27.0
 _ROW_TERM2 = 0.25
-# L = 2: max (1 - 2x)^2 x (1 - x) = 1/16 and max x (1 - x) |1 - 2x| = 1/(6 sqrt 3)
-_PAIR_TERM1 = 1.0 / 16.0
-_PAIR_TERM2 = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+@njit(cache=True)
+def _pair_quartic(v, dy):
+    """The z-Hessian eigenvalue of an L = 2 softmax row, (1 - v^2)(1 - 2 dy v - 3 v^2) / 4 at
+    v = 1 - 2 p_1, dy = y_1 - y_2 (docs/theory.md 16.5)."""
+    return 0.25 * (1.0 - v * v) * (1.0 - 2.0 * dy * v - 3.0 * v * v)
+
+
+@njit(cache=True)
+def pair_curvature(dy):
+    """-min over v in [-1, 1] of :func:`_pair_quartic` (>= 0): the exact negative curvature of
+    an L = 2 softmax row with labels y_1 - y_2 = dy, over every logit (docs/theory.md 16.5).
+    The minimum lies at an end (value 0) or at a root of the derivative, the cubic
+    6 v^3 + 3 dy v^2 - 4 v - dy = 0: solved in closed form (trigonometric with three real
+    roots, Cardano with one), each root polished by Newton steps on the cubic; a root off by
+    delta raises the value by O(delta^2), covered by the certificate's margin."""
+    # v^3 + B v^2 + C v + D, depressed by v = t - B/3 to t^3 + p t + q
+    B = 0.5 * dy
+    C = -2.0 / 3.0
+    D = -dy / 6.0
+    p = C - B * B / 3.0
+    q = 2.0 * B * B * B / 27.0 - B * C / 3.0 + D
+    roots = np.empty(3)
+    disc = q * q / 4.0 + p * p * p / 27.0
+    if disc < 0.0:  # three real roots (p < 0)
+        r = 2.0 * math.sqrt(-p / 3.0)
+        arg = min(1.0, max(-1.0, 3.0 * q / (p * r)))
+        phi = math.acos(arg) / 3.0
+        for k in range(3):
+            roots[k] = r * math.cos(phi - 2.0 * math.pi * k / 3.0) - B / 3.0
+        nroots = 3
+    else:
+        sq = math.sqrt(disc)
+        a = -0.5 * q + sq
+        b = -0.5 * q - sq
+        roots[0] = math.copysign(abs(a) ** (1.0 / 3.0), a) + math.copysign(abs(b) ** (1.0 / 3.0), b) - B / 3.0
+        nroots = 1
+    fmin = 0.0  # the ends v = +-1
+    for k in range(nroots):
+        v = roots[k]
+        # the unpolished root too: any point's value is >= the minimum, so more points can
+        # only raise c (a polish that slid to another root would otherwise lose this one)
+        fmin = min(fmin, _pair_quartic(min(1.0, max(-1.0, v)), dy))
+        for _ in range(3):
+            g = ((6.0 * v + 3.0 * dy) * v - 4.0) * v - dy
+            dg = (18.0 * v + 6.0 * dy) * v - 4.0
+            if dg == 0.0:
+                break
+            v -= g / dg
+        v = min(1.0, max(-1.0, v))
+        fmin = min(fmin, _pair_quartic(v, dy))
+    return -fmin
 
 
 @njit(cache=True)
@@ -768,7 +818,8 @@ def softmax_curvature_bound(y, par, L):
     for every u (docs/theory.md section 16.5).  Per row a, with p = softmax(z_a), r = p - y_a,
     the Hessian in z is J^T J + sum_b r_b p_b [(e_b - p)(e_b - p)^T - J], J = diag p - p p^T,
     whose negative part is at most
-      L = 2:  2 (1/16 + |y_a1 - y_a2| / (6 sqrt 3))            (p_2 = 1 - p_1),
+      L = 2:  pair_curvature(y_a1 - y_a2), exact (p_2 = 1 - p_1: one eigenvalue, a quartic
+              in p_1; 0.2404 at most for labels in the simplex),
       L >= 3: (8/27) sum_b y_ab^+ + 1/4 + max_b y_ab^- / 2;
     h_ab = tau_k u_k with sum_a |P_a u|^2 = 2 |u|^2 (tau^2 = 2 on the diagonal, entries off
     it in two rows) gives c = 2 beta^2 max_a c_a."""
@@ -776,7 +827,7 @@ def softmax_curvature_bound(y, par, L):
     cmax = 0.0
     for a in range(L):
         if L == 2:
-            c = 2.0 * (_PAIR_TERM1 + abs(y[a * L] - y[a * L + 1]) * _PAIR_TERM2)
+            c = pair_curvature(y[a * L] - y[a * L + 1])
         else:
             pos = 0.0
             neg = 0.0

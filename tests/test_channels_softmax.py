@@ -471,17 +471,53 @@ def test_curvature_bound_of_the_convexity_certificate_holds(L, labels):
     assert worst < -0.05  # the bound is not vacuous: negative curvature does occur
 
 
-def test_certified_prox_is_the_global_minimiser():
+def test_pair_curvature_is_the_exact_worst_eigenvalue_of_an_L2_row():
+    """docs/theory.md 16.5, L = 2: c(dy) = -min over v in [-1, 1] of (1 - v^2)(1 - 2 dy v -
+    3 v^2)/4 (closed-form cubic roots) against a grid of 200001 v (never below it, within
+    1e-9 of it), and the worst row with labels in the simplex, dy = -1, against the smallest
+    eigenvalue of the loss's z-Hessian by finite differences over the logits: 0.24041 (a
+    Nelder-Mead search over logits and simplex labels of the NumPy Hessian's smallest
+    eigenvalue found the same 0.2404088069 at L = 2, 3 and 5)."""
+    from amp_attention import _channel_kernels as ck
+
+    v = np.linspace(-1.0, 1.0, 200001)
+    for dy in np.concatenate([np.linspace(-3.0, 3.0, 121), [-1.0, 1.0, 0.0, 1e-12, -2 / 3]]):
+        grid = -(0.25 * (1 - v * v) * (1 - 2 * dy * v - 3 * v * v)).min()
+        c = ck.pair_curvature(dy)
+        assert grid - 1e-15 <= c <= grid + 1e-9, (dy, c, grid)
+
+    y = np.array([0.0, 1.0])
+
+    def loss(z):
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        return 0.5 * np.sum((y - p) ** 2)
+
+    h = 1e-4
+    E = np.eye(2) * h
+    worst = 0.0
+    for t in np.linspace(-6.0, 6.0, 2401):
+        z = np.array([t, 0.0])
+        H = np.array([[(loss(z + E[i] + E[j]) - loss(z + E[i] - E[j]) - loss(z - E[i] + E[j])
+                        + loss(z - E[i] - E[j])) / (4 * h * h) for j in range(2)]
+                      for i in range(2)])
+        worst = min(worst, np.linalg.eigvalsh(H)[0])
+    assert -worst == pytest.approx(ck.pair_curvature(-1.0), abs=2e-6)
+    assert ck.pair_curvature(-1.0) == pytest.approx(0.2404088069, abs=1e-9)
+
+
+@pytest.mark.parametrize("V", [1.2, 2.05])
+def test_certified_prox_is_the_global_minimiser(V):
     """Where every sample is certified (V below 1/c(y)), the one-run prox is the global
     minimiser: Newton runs from the prox's own starts and from 6 random points all end
-    there, none lower (F is strictly convex)."""
+    there, none lower (F is strictly convex).  V = 2.05: above the L = 2 bound before the
+    exact pair curvature (1.57 for labels in the simplex), below 1/(2 * 0.2404) = 2.08."""
     rng = np.random.default_rng(5)
     ch = SoftmaxChannel(2, 1.0, 0.0)
     par = np.array([1.0, float(ck.SOFTMAX)])
     u_star = 1.5 * rng.standard_normal((300, ch.K))
     y = ch.outputs(ch.h_from_u(u_star))
     omega = u_star + 0.8 * rng.standard_normal(u_star.shape)
-    V = 1.2
     assert all(1 / V > ck.softmax_curvature_bound(row, par, 2) for row in y)
     px = ch.prox_batch(y, omega, V)
     assert px.n_failed == 0
