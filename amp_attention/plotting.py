@@ -8,6 +8,7 @@ is closed after saving.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -280,6 +281,22 @@ def _overlay_panel(ax, x: np.ndarray, rho: np.ndarray, atom: float | None,
     _atom_and_axes(ax, peak, atom_label, xlabel, 7)
 
 
+def cell_edges(centres: Sequence[float], *, log: bool) -> np.ndarray:
+    """Edges of the heat-map cells around sorted grid points: midpoints between neighbours
+    in the axis's own scale (geometric means on a log axis, so that log-spaced lam rows get
+    cells of equal height there), the end cells as wide as their neighbours; one point
+    gets a cell of +-50 % (+-0.5 when linear at 0)."""
+    c = np.asarray(centres, float)
+    t = np.log(c) if log else c
+    if t.size == 1:
+        half = math.log(1.5) if log else (0.5 * abs(t[0]) or 0.5)
+        e = np.array([t[0] - half, t[0] + half])
+    else:
+        mid = 0.5 * (t[1:] + t[:-1])
+        e = np.concatenate(([t[0] - (mid[0] - t[0])], mid, [t[-1] + (t[-1] - mid[-1])]))
+    return np.exp(e) if log else e
+
+
 def plot_phase_diagram(
     alphas: Sequence[float],
     lams: Sequence[float],
@@ -316,7 +333,9 @@ def plot_phase_diagram(
             if pos.size:
                 norm = matplotlib.colors.LogNorm(vmin=max(pos.min(), pos.max() * 1e-8), vmax=pos.max())
                 Z = np.where(Z > 0, Z, np.nan)
-        mesh = ax.pcolormesh(a, lam, Z, shading="nearest", norm=norm, cmap="viridis")
+        order = np.argsort(lam, kind="stable")  # a lam grid may come in any order
+        mesh = ax.pcolormesh(cell_edges(a, log=False), cell_edges(lam[order], log=log_lam), Z[order],
+                             shading="flat", norm=norm, cmap="viridis")
         ax.set_facecolor("0.75")  # undefined cells (NaN) in grey, where white lines stay visible
         fig.colorbar(mesh, ax=ax)
         hyst = np.asarray(arrays.get("hysteresis", np.zeros_like(Z.T, bool)), bool)

@@ -270,6 +270,31 @@ def test_phase_diagram_figure_keeps_its_legend_off_the_data(tmp_path, monkeypatc
     assert all(legend.y1 <= ax.get_tightbbox(renderer).y0 + 1 for ax in panels)
 
 
+def test_log_spaced_lam_rows_get_cells_of_equal_height(tmp_path, monkeypatch):
+    """With shading "nearest" matplotlib put the cell edges at linear midpoints, so on the
+    log lam axis the smallest lam's row was a sliver (0.025-0.028 for lam 0.01, 0.046, ...).
+    Edges are now geometric midpoints: every row as tall as the others in log lam, each lam at
+    its cell's centre; an unsorted lam grid is drawn sorted."""
+    from amp_attention import plotting
+
+    figs = []
+    monkeypatch.setattr(plotting.plt, "close", lambda fig=None: figs.append(fig))
+    a, lam = np.array([0.1, 0.3, 0.6]), np.geomspace(1e-2, 1.0, 4)
+    shuffled = np.array([2, 0, 3, 1])
+    arrays = {f: np.outer(a, lam[shuffled]) + 0.1
+              for f in ("test_error", "train_error", "rank_fraction", "matrix_mse")}
+    plotting.plot_phase_diagram(a, lam[shuffled], arrays, tmp_path / "pd.png")
+    mesh = figs[-1].axes[0].collections[0]
+    ys = np.unique(np.round(mesh.get_coordinates()[:, 0, 1], 12))
+    heights = np.diff(np.log(ys))
+    assert ys.size == lam.size + 1 and np.allclose(heights, heights[0])
+    assert np.allclose(np.sqrt(ys[:-1] * ys[1:]), lam)
+    # the colours follow the sorted rows: row k of the mesh is lam[k]'s
+    Z = np.asarray(mesh.get_array()).reshape(lam.size, a.size)
+    assert np.allclose(Z, np.outer(lam, a) + 0.1)
+    assert np.allclose(plotting.cell_edges([0.1, 0.3, 0.6], log=False), [0.0, 0.2, 0.45, 0.75])
+
+
 def test_cli_counts_solved_and_resumed_points(tmp_path, capsys):
     """Issue 29: "N point(s) solved, the others resumed" was printed when nothing was
     resumed; now the resumed count, and only when there is one."""
