@@ -25,7 +25,8 @@ matrix, median of three repeats, measured in this process before each goal.
    replica (the error there is theirs: docs/performance.md, fifth round); L = 5 at alpha 0.1
    is above the convexity certificate, where the control variate runs since its steps stay
    positive definite (seventh round): 2^10 own, 2^16 control-variate and test samples.
-   Median of ``--runs`` each.
+   Median of ``--runs`` each.  3'. The same three points with ``--mc-step-at start`` (the
+   control variate taken once per fine solve, ninth round), against each other.
 """
 
 from __future__ import annotations
@@ -130,6 +131,20 @@ def run_goals(args, label: str) -> None:
         print(f"3. L = {L} point (alpha {alpha}, {extra}): {tL:.2f} s = {tL / t2:.2f} "
               f"L = 2 points (target <= 4); rel. MC error of the test error {eL:.1e} "
               f"({'<=' if eL <= e2 else '>'} the L = 2 point's {e2:.1e})", flush=True)
+    # the same with the control variate taken once per fine solve, against the L = 2 point
+    # solved the same way
+    ts, rs = se_point(["--L", "2", "--mc-step-at", "start"], args.runs)
+    es = rel_test_error(rs)
+    print(f"3'. with --mc-step-at start: L = 2 point {ts:.2f} s = {ts / C:.2f} C, "
+          f"rel. error {es:.1e}", flush=True)
+    for L, alpha, extra in ((3, "0.5", args.args_L3), (5, "0.1", args.args_L5)):
+        tL, rL = se_point(["--L", str(L), "--alpha", alpha, *extra.split(), "--mc-step-at",
+                           "start"], args.runs)
+        eL = rel_test_error(rL)
+        print(f"3'. L = {L} point (alpha {alpha}, {extra}, --mc-step-at start): {tL:.2f} s = "
+              f"{tL / ts:.2f} such L = 2 points (target <= 4); rel. MC error of the test "
+              f"error {eL:.1e} ({'<=' if eL <= es else '>'} that L = 2 point's {es:.1e})",
+              flush=True)
 
 
 def main() -> None:

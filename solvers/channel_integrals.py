@@ -431,6 +431,12 @@ class MonteCarloChannel:
         self.n_step_refused = 0
         #: end points of the last evaluation's Newton runs, every replica's rows (warm_start)
         self._ends: np.ndarray | None = None
+        #: (m, q, V) at which the control variate's step function is taken (None: at each
+        #: evaluation's own overlaps; set_control_variate_reference), and its terms there
+        self._cv_reference: tuple[float, float, float] | None = None
+        self._cv_frozen: tuple | None = None
+        #: control-variate evaluations on the big sample set (each 2^step_log2_n per replica)
+        self.n_step_means = 0
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
@@ -709,6 +715,7 @@ class MonteCarloChannel:
                     check_pd: bool = False) -> np.ndarray | None:
         """:meth:`_step_terms` on the control variate's own samples (2^step_log2_n per replica,
         scrambled independently of the SE's), labels computed once per Q0."""
+        self.n_step_means += 1
         _, draws, y, y1, _ = self._step_samples(Q0)
         return self._step_terms(y, y1, paired_samples(draws, m, q, Q0, self.STEP_THETA), V,
                                 slope, centre_cv=True, check_pd=check_pd)
@@ -733,6 +740,45 @@ class MonteCarloChannel:
             return None
         return own, big
 
+    def set_control_variate_reference(self, x=None) -> None:
+        """Take the control variate's step function at the overlaps ``x = (m, q, V)`` for every
+        evaluation from now on (None: at each evaluation's own overlaps, the default).
+
+        The two-level estimator mean_own(f - s) + mean_big(s) is exact for any step function
+        s that does not depend on the samples it is averaged over (docs/theory.md 16.6), so s
+        may be the step function of a nearby point: its means on both sample sets are then
+        computed once (the expensive 2^step_log2_n per replica) and shared by every
+        evaluation, and f - s stays small as long as x is close to where the map is
+        evaluated (a fine solve's iterates move by the coarse level's Monte-Carlo error,
+        ~1e-3-1e-2 relative).  The map stays a deterministic function of (m, q, V) for a
+        given reference; whether the control variate runs (certificate, the row-by-row
+        positive-definiteness check) is decided at the reference."""
+        ref = None if x is None else tuple(float(v) for v in x)
+        if ref is not None and (len(ref) != 3 or not all(map(math.isfinite, ref))):
+            raise ValueError(f"the control variate's reference must be a finite (m, q, V), "
+                             f"got {x!r}")
+        if ref != self._cv_reference:
+            self._cv_reference = ref
+            self._cv_frozen = None
+            self._cache = None
+
+    def _step_at_reference(self, Q0: float, y: np.ndarray, y1: np.ndarray):
+        """:meth:`_control_variate` at the reference (m, q, V), once per (reference, Q0), or
+        None where it does not run there (no by-parts direction, no rest, refused)."""
+        key = (self._cv_reference, Q0)
+        if self._cv_frozen is not None and self._cv_frozen[0] == key:
+            return self._cv_frozen[1]
+        m, q, V = self._cv_reference
+        q = max(q, self.Q_MIN * Q0)
+        V = max(V, self.V_MIN)
+        slope, rest = overlap_split(m, q, Q0)
+        smp = paired_samples(self.draws, m, q, Q0, self.THETA)
+        step = None
+        if rest > 0 and smp.s > 1e-7 * math.sqrt(q):
+            step = self._control_variate(m, q, Q0, V, slope, y, y1, smp)
+        self._cv_frozen = (key, step)
+        return step
+
     def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray) -> np.ndarray:
         """Per replica m_hat: Stein's estimate where it is consistent with the direct one
         (within 4 combined standard errors), else the direct one: with competing prox minima
@@ -750,7 +796,7 @@ class MonteCarloChannel:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
             raise ValueError(f"the channel expectations need q >= 0 and V >= 0, got q={q!r}, V={V!r}")
         overlap_split(m, q, Q0)  # the overlaps' constraint, named, before the floor
-        key = (m, q, V, Q0, alpha)
+        key = (m, q, V, Q0, alpha, self._cv_reference)
         q = max(q, self.Q_MIN * Q0)
         slope, rest = overlap_split(m, q, Q0)
         if self._cache is not None and self._cache[0] == key:
@@ -792,7 +838,8 @@ class MonteCarloChannel:
         if (self.step_log2_n and by_parts and rest > 0
                 and optional_member(ch, "newton_step") is not None
                 and optional_member(ch, "convex_below") is not None):
-            step = self._control_variate(m, q, Q0, V_eff, slope, y, y1, smp)
+            step = (self._control_variate(m, q, Q0, V_eff, slope, y, y1, smp)
+                    if self._cv_reference is None else self._step_at_reference(Q0, y, y1))
         if step is not None:
             # two levels (docs/theory.md 16.6): the step's means on its own samples plus the
             # mean of (prox term - step term) on these, which nearly cancels sample by sample

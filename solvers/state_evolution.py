@@ -139,6 +139,10 @@ class SEResult(Result):
 
 
 
+#: MonteCarloOptions.step_at: where the two-level solve takes the control variate's steps
+STEP_AT = ("start", "each")
+
+
 @dataclass(frozen=True)
 class MonteCarloOptions:
     """RQMC settings of non-linear channel expectations (amp_attention.solvers.channel_integrals).
@@ -174,6 +178,14 @@ class MonteCarloOptions:
     #: and V_hat (docs/theory.md 16.6; channels with ``newton_step``); None: min(log2_n + 3,
     #: 16), lowered until the draws fit 128 MiB (channel_integrals.auto_step_log2_n); 0: none
     step_log2_n: int | None = None
+    #: where the control variate's step function is taken during the two-level solve's fine
+    #: iterations: "each" (at every evaluation's own point: one pass over those samples per
+    #: evaluation; the map is a function of (m, q, V) alone) or "start" (at the fine level's
+    #: start, so its 2^step_log2_n-sample means are computed once per solve, 36-42 % faster
+    #: at L = 3, 5; the fine fixed point then depends on that start within its Monte-Carlo
+    #: error, so two solves of one point that start apart can differ by that much, more than
+    #: their residuals: not for phase diagrams; docs/theory.md 16.6, docs/performance.md)
+    step_at: str = "each"
 
     def __post_init__(self) -> None:
         from .channel_integrals import VHAT_FORMS
@@ -187,9 +199,11 @@ class MonteCarloOptions:
 
         check_args({"log2_n": Integer(4, 24, why="Monte-Carlo points 2^log2_n per replica"),
                     "coarse_log2_n": Integer(4, 24), "replicas": Integer(2), "seed": Integer(0),
-                    "warm_start": Flag(), "vhat_form": OneOf(tuple(VHAT_FORMS))},
+                    "warm_start": Flag(), "vhat_form": OneOf(tuple(VHAT_FORMS)),
+                    "step_at": OneOf(STEP_AT)},
                    log2_n=self.log2_n, coarse_log2_n=self.coarse_log2_n, replicas=self.replicas,
-                   seed=self.seed, warm_start=self.warm_start, vhat_form=self.vhat_form)
+                   seed=self.seed, warm_start=self.warm_start, vhat_form=self.vhat_form,
+                   step_at=self.step_at)
 
 
 class StateEvolution:
@@ -254,6 +268,21 @@ class StateEvolution:
         if self.mc is None:  # an RQMC channel keeps per-call state (its replicas): no reuse
             self._last_hats = ((m, q, V), ch)
         return ch
+
+    def set_control_variate_reference(self, x: np.ndarray | None) -> None:
+        """The RQMC channel's control variate taken at x for every evaluation (None: at
+        each evaluation's own point; ``MonteCarloChannel.set_control_variate_reference``): a
+        fine solve sets its start, so the big sample's means are computed once per solve.
+        No-op for channels without one."""
+        setter = getattr(self.channel, "set_control_variate_reference", None)
+        if setter is not None:
+            setter(x)
+        self._last_hats = None
+
+    @property
+    def control_variate_reference(self) -> tuple[float, float, float] | None:
+        """The reference set by :meth:`set_control_variate_reference` (None: none)."""
+        return getattr(self.channel, "_cv_reference", None)
 
     def reported_hats(self, x: np.ndarray) -> tuple[ChannelSE, np.ndarray | None]:
         """The channel side at a point to report: :meth:`hats`, with the test errors averaged
@@ -450,6 +479,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     Returns (report, observable Jacobian at the coarse fixed point or None,
     number of coarse iterations).
     """
+    se.set_control_variate_reference(None)
     pre = coarse_result or _coarse_solve(se, x0, tol=tol, max_iter=max_iter, **kw)
     if pre is None:
         return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter,
@@ -462,10 +492,15 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
         grad = coarse_grad if coarse_grad is not None else _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
             tol = _fine_tolerance(se, coarse, rc.x, grad, tol)
+            # the iterates stay within the coarse level's error of the start: one control
+            # variate (its big sample) for the whole solve, taken there
+            if se.mc is not None and se.mc.step_at == "start":
+                se.set_control_variate_reference(x_start)
             rf = solve_fixed_point_quasi_newton(se, x_start, grad[:3], tol=tol, max_iter=12,
                                                 valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
                 return rf, grad, rc.iterations
+            se.set_control_variate_reference(None)
             if se.valid(rf.x) and np.all(np.isfinite(rf.x)):
                 x_start = rf.x
     # The coarse level did not help: iterate on the full sample set.
@@ -743,7 +778,8 @@ def solve_state_evolution(
     best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
                                          runs[k][1]["loss"]))
     rep, fields = runs[best_name]
-    grad, n_coarse, used = extra[best_name]
+    grad, n_coarse, used, cv_reference = extra[best_name]
+    se.set_control_variate_reference(cv_reference)
     alternative, metastable = choose_and_compare(
         runs, best_name, converged=lambda run: run[0].converged,
         # each solve is only as close to its fixed point as its own residual (the RQMC fine
@@ -827,7 +863,7 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
             coarse_only = names[1]
             cse, crep = coarse_pre[coarse_only]
             runs[coarse_only] = (crep, _assemble(cse, crep, coarse_only))
-            extra[coarse_only] = (None, crep.iterations, method)
+            extra[coarse_only] = (None, crep.iterations, method, None)
             policy += (f"; the {coarse_only} start reached the informative start's fixed "
                        f"point on the coarse level (2^{se.mc.coarse_log2_n} points per "
                        "replica), so only the informative one was refined")
@@ -848,20 +884,23 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
                                                     fine_x0=fine_x0,
                                                     coarse_grad=opts.get("coarse_jacobian"))
         runs[name] = (rep, _assemble(se, rep, name))
-        extra[name] = (grad, n_coarse, used)
+        # the control variate's reference of this start's map (its fields were assembled
+        # with it; the diagnostics of the reported start are computed with it again)
+        extra[name] = (grad, n_coarse, used, se.control_variate_reference)
     if not any(r.converged for r, _ in runs.values()):
         # Last resort, only when no start converged (it costs ~20-40 map evaluations per
         # step): eliminate V by a bracketed scalar root.  At tiny alpha and small lam
         # V ~ 1/lam sits on a cliff of the map (the threshold 2 lam (1 + 2V) crosses the
         # top of rho_B), so Picard and Anderson oscillate over decades of V, while for
         # fixed (m, q) the scalar equation in log V has a clean sign change.
+        se.set_control_variate_reference(None)
         for name in names:
             rep3 = solve_with_v_eliminated(se, starts[name], tol=tol, max_iter=max_iter)
             if rep3.converged:
                 failed = runs[name][0].summary
                 runs[name] = (rep3, _assemble(se, rep3, name))
                 extra[name] = (None, extra[name][1], "V eliminated (bracketed root in log V) "
-                               f"after anderson and damped failed: {failed}")
+                               f"after anderson and damped failed: {failed}", None)
                 break
     return runs, extra, coarse_only, policy
 

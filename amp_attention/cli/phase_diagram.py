@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
                                 None if closed_form(problem.task.channel) else mc_options(args))
     except ValueError as exc:
         raise flag_error(exc, {"alphas": "--alpha-range", "lams": "--lam-range", "tol": "--tol",
-                                "max_iter": "--max-iter"}) from None
+                                "max_iter": "--max-iter", "step_at": "--mc-step-at"}) from None
     bayes_mc = None
     if args.bayes:
         from amp_attention.solvers.bayes_optimal import BayesStateEvolution

@@ -112,6 +112,11 @@ class PhaseDiagramPlan:
             raise ValueError("alphas must be strictly increasing")
         if not (math.isfinite(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
+        if self.mc is not None and self.mc.step_at != "each":
+            # the two sweeps' fixed points of a point are compared at their residuals: that
+            # needs one map per point, not one per fine level's start
+            raise ValueError(f"step_at must be 'each' in a phase diagram (the up and down "
+                             f"sweeps are compared point by point), got {self.mc.step_at!r}")
         if int(self.max_iter) != self.max_iter or self.max_iter < 1:
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
 
