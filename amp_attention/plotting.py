@@ -325,6 +325,8 @@ def plot_phase_diagram(
     for ax in axes.ravel()[len(fields):]:
         ax.set_visible(False)
     styles = ("--", ":", "-.", "-")
+    order = np.argsort(lam, kind="stable")  # a lam grid may come in any order
+    a_edges, lam_edges = cell_edges(a, log=False), cell_edges(lam[order], log=log_lam)
     for ax, name in zip(axes.ravel(), fields):
         Z = np.asarray(arrays[name], float).T  # rows: lam, columns: alpha
         norm = None
@@ -333,9 +335,8 @@ def plot_phase_diagram(
             if pos.size:
                 norm = matplotlib.colors.LogNorm(vmin=max(pos.min(), pos.max() * 1e-8), vmax=pos.max())
                 Z = np.where(Z > 0, Z, np.nan)
-        order = np.argsort(lam, kind="stable")  # a lam grid may come in any order
-        mesh = ax.pcolormesh(cell_edges(a, log=False), cell_edges(lam[order], log=log_lam), Z[order],
-                             shading="flat", norm=norm, cmap="viridis")
+        mesh = ax.pcolormesh(a_edges, lam_edges, Z[order], shading="flat", norm=norm,
+                             cmap="viridis")
         ax.set_facecolor("0.75")  # undefined cells (NaN) in grey, where white lines stay visible
         fig.colorbar(mesh, ax=ax)
         hyst = np.asarray(arrays.get("hysteresis", np.zeros_like(Z.T, bool)), bool)

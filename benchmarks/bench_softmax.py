@@ -125,26 +125,25 @@ def run_goals(args, label: str) -> None:
         t_big = phase_diagram(32, 2)
         print(f"   32 x 32 on 2 workers: {t_big / 60:.1f} min (target <= 15 min); {load()}",
               flush=True)
-    for L, alpha, extra in ((3, "0.5", args.args_L3), (5, "0.1", args.args_L5)):
-        tL, rL = se_point(["--L", str(L), "--alpha", alpha, *extra.split()], args.runs)
-        eL = rel_test_error(rL)
-        print(f"3. L = {L} point (alpha {alpha}, {extra}): {tL:.2f} s = {tL / t2:.2f} "
-              f"L = 2 points (target <= 4); rel. MC error of the test error {eL:.1e} "
-              f"({'<=' if eL <= e2 else '>'} the L = 2 point's {e2:.1e})", flush=True)
+    goal3(args, t2, e2, [], "3.", "L = 2 points")
     # the same with the control variate taken once per fine solve, against the L = 2 point
     # solved the same way
     ts, rs = se_point(["--L", "2", "--mc-step-at", "start"], args.runs)
     es = rel_test_error(rs)
     print(f"3'. with --mc-step-at start: L = 2 point {ts:.2f} s = {ts / C:.2f} C, "
           f"rel. error {es:.1e}", flush=True)
+    goal3(args, ts, es, ["--mc-step-at", "start"], "3'.", "such L = 2 points")
+
+
+def goal3(args, t2: float, e2: float, flags: list[str], label: str, unit: str) -> None:
+    """The L = 3 and L = 5 points with ``flags``, against an L = 2 point of t2 seconds and
+    relative test-error error e2."""
     for L, alpha, extra in ((3, "0.5", args.args_L3), (5, "0.1", args.args_L5)):
-        tL, rL = se_point(["--L", str(L), "--alpha", alpha, *extra.split(), "--mc-step-at",
-                           "start"], args.runs)
+        tL, rL = se_point(["--L", str(L), "--alpha", alpha, *extra.split(), *flags], args.runs)
         eL = rel_test_error(rL)
-        print(f"3'. L = {L} point (alpha {alpha}, {extra}, --mc-step-at start): {tL:.2f} s = "
-              f"{tL / ts:.2f} such L = 2 points (target <= 4); rel. MC error of the test "
-              f"error {eL:.1e} ({'<=' if eL <= es else '>'} that L = 2 point's {es:.1e})",
-              flush=True)
+        print(f"{label} L = {L} point (alpha {alpha}, {' '.join([extra, *flags])}): {tL:.2f} s "
+              f"= {tL / t2:.2f} {unit} (target <= 4); rel. MC error of the test error "
+              f"{eL:.1e} ({'<=' if eL <= e2 else '>'} that L = 2 point's {e2:.1e})", flush=True)
 
 
 def main() -> None:

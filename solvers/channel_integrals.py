@@ -762,6 +762,17 @@ class MonteCarloChannel:
             self._cv_frozen = None
             self._cache = None
 
+    @staticmethod
+    def _pairs_spread(smp: PairedSamples, q: float) -> bool:
+        """Whether the pairs have a direction to integrate by parts in: at s ~ 0 omega is
+        (numerically) a function of u*, and the smooth part is the whole derivative."""
+        return smp.s > 1e-7 * math.sqrt(q)
+
+    @property
+    def control_variate_reference(self) -> tuple[float, float, float] | None:
+        """The (m, q, V) set by :meth:`set_control_variate_reference` (None: none)."""
+        return self._cv_reference
+
     def _step_at_reference(self, Q0: float, y: np.ndarray, y1: np.ndarray):
         """:meth:`_control_variate` at the reference (m, q, V), once per (reference, Q0), or
         None where it does not run there (no by-parts direction, no rest, refused)."""
@@ -774,7 +785,7 @@ class MonteCarloChannel:
         slope, rest = overlap_split(m, q, Q0)
         smp = paired_samples(self.draws, m, q, Q0, self.THETA)
         step = None
-        if rest > 0 and smp.s > 1e-7 * math.sqrt(q):
+        if rest > 0 and self._pairs_spread(smp, q):
             step = self._control_variate(m, q, Q0, V, slope, y, y1, smp)
         self._cv_frozen = (key, step)
         return step
@@ -828,9 +839,7 @@ class MonteCarloChannel:
         mh = 2 * alpha * means[0] / rest if rest > 0 else np.zeros(R)
         qh = 2 * alpha * means[1]
         Vh_hess = 2 * alpha * means[2] / V_eff
-        # s ~ 0: omega is (numerically) a function of u*, no direction to integrate by
-        # parts in; the smooth part is then the whole derivative
-        by_parts = self.vhat_form == "by_parts" and smp.s > 1e-7 * math.sqrt(q)
+        by_parts = self.vhat_form == "by_parts" and self._pairs_spread(smp, q)
         # where the Newton steps stay positive definite (certified convex prox, or checked
         # row by row: _control_variate): elsewhere their fallback would make the step
         # discontinuous and the narrow pairs' term explode

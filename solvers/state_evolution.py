@@ -277,12 +277,11 @@ class StateEvolution:
         setter = getattr(self.channel, "set_control_variate_reference", None)
         if setter is not None:
             setter(x)
-        self._last_hats = None
 
     @property
     def control_variate_reference(self) -> tuple[float, float, float] | None:
         """The reference set by :meth:`set_control_variate_reference` (None: none)."""
-        return getattr(self.channel, "_cv_reference", None)
+        return getattr(self.channel, "control_variate_reference", None)
 
     def reported_hats(self, x: np.ndarray) -> tuple[ChannelSE, np.ndarray | None]:
         """The channel side at a point to report: :meth:`hats`, with the test errors averaged
