@@ -1222,71 +1222,139 @@ def hessian_batch(Y, U, par, ka, kb, tau, wsize):
     return H
 
 
+@njit(cache=True, inline="always")
+def _floored_cholesky(M, floor, C):
+    """Cholesky factor C of M with its eigenvalues raised to at least ``floor``: M itself where
+    M - floor I is positive definite (two Cholesky factorisations), else M is replaced by
+    Q max(Lambda, floor) Q^T (an eigendecomposition: the rare rows).  Returns True where it
+    raised some.  The map M -> floored M is continuous (the identity where it is not
+    needed), so the Newton step built on it is continuous in omega and V: no switch of
+    estimator, no jump in the SE map (docs/theory.md 16.6)."""
+    if _cholesky(M, -floor, C):
+        _cholesky(M, 0.0, C)
+        return False
+    lam, Q = np.linalg.eigh(M)
+    K = M.shape[0]
+    for a in range(K):
+        for b in range(K):
+            s = 0.0
+            for j in range(K):
+                s += Q[a, j] * max(lam[j], floor) * Q[b, j]
+            M[a, b] = s
+    for a in range(K):
+        for b in range(a):
+            v = 0.5 * (M[a, b] + M[b, a])
+            M[a, b] = v
+            M[b, a] = v
+    _cholesky(M, 0.0, C)
+    return True
+
+
+@njit(cache=True, inline="always")
+def _spd_inverse(C, W, P):
+    """P = (C C^T)^-1 from the lower Cholesky factor C (W: scratch, W = C^-1); returns
+    tr P = ||C^-1||_F^2."""
+    K = C.shape[0]
+    for j in range(K):
+        W[j, j] = 1.0 / C[j, j]
+        for i in range(j + 1, K):
+            t = 0.0
+            for p in range(j, i):
+                t -= C[i, p] * W[p, j]
+            W[i, j] = t / C[i, i]
+        for i in range(j):
+            W[i, j] = 0.0
+    tr = 0.0
+    for a in range(K):
+        for b in range(a, K):
+            t = 0.0
+            for p in range(b, K):
+                t += W[p, a] * W[p, b]
+            P[a, b] = t
+            P[b, a] = t
+        tr += P[a, a]
+    return tr
+
+
+@njit(cache=True, inline="always")
+def _trace_inverse_times(P, Jh, Js, K, M):
+    """tr[P Jh^T Js] = sum_m Js_m^T P Jh_m, Jh and Js (M x K) flat row-major; the zeros of
+    Jh skipped (a softmax output depends on the L coordinates of its row of h only)."""
+    tr = 0.0
+    for m in range(M):
+        for k2 in range(K):
+            jv = Jh[m * K + k2]
+            if jv == 0.0:
+                continue
+            t = 0.0
+            for k in range(K):
+                t += Js[m * K + k] * P[k, k2]
+            tr += jv * t
+    return tr
+
+
+#: the floor of the eigenvalues of I + V H in the control variate's Newton steps
+#: (:func:`_floored_cholesky`), i.e. the loss Hessian's eigenvalues raised to -(1 - floor)/V.
+#: Any floor keeps the two-level estimator exact; it trades variance against cost (an
+#: eigendecomposition per raised row): measured (docs/performance.md, tenth round) 0.25 and
+#: 0.5 leave steps so large on nearly flat rows that the control variate adds variance above
+#: V ~ 2.5 at L = 2; 1 (H's negative part removed) is the least noisy but raises 77 % of the
+#: rows at L = 5 (2.7x slower); 0.9 is within 10-30 % of 1's errors and raises 0.1 % there
+STEP_FLOOR = 0.9
+
+
 @njit(cache=True, nogil=True)
-def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, G, CV,
-                       Ustar, want_stein, ST, PD, stop):
+def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, floor, par, ka, kb, tau, wsize, want_cv,
+                       G, CV, Ustar, want_stein, ST, RAISED):
     K = Omega.shape[1]
     L = _n_tokens(ka)
-    Jh = np.empty(Y.shape[1] * K)
-    Js = np.empty(Y.shape[1] * K)
+    Mo = Y.shape[1]
+    Jh = np.empty(Mo * K)
+    Js = np.empty(Mo * K)
     D = np.empty(K * L * L)
     us = np.empty(K)
     work = np.empty(wsize)
     grad = np.empty(K)
     M = np.empty((K, K))
-    Mf = M.reshape(K * K)
     C = np.empty((K, K))
+    W = np.empty((K, K))
+    P = np.empty((K, K))
     x = np.empty(K)
-    aug = np.empty((K, 2 * K))
     u = np.empty(K)
     # rows copied, not viewed: a view of a shared array per step is an atomic reference
     # count on it, which the threads contend for
     y = np.empty(Y.shape[1])
     e = np.empty(K)
     for i in range(lo, hi):
-        if stop[0]:
-            # another row left positive definiteness and the caller asked to stop there
-            # (the rows not done are then left unset)
-            return
         for k in range(K):
             u[k] = Omega[i, k]
         for k in range(Y.shape[1]):
             y[k] = Y[i, k]
-        pd = True
+        raised = False
         for it in range(steps):
             _evalf(u, y, par, ka, kb, tau, 2, work, grad, M)
-            if want_stein and it == 0:
-                # Stein's trace at omega shares the first step's Hessian
-                for k in range(K):
-                    us[k] = Ustar[i, k]
-                ST[i] = _stein_trace(u, us, Mf, V, par, ka, kb, tau, work, Jh, Js, D, aug)
             # Newton on F = l + |u - omega|^2 / (2V): V grad F = V grad l + u - omega,
-            # V Hess F = I + V H
+            # V Hess F = I + V H (its eigenvalues raised to the floor)
             for a in range(K):
                 for b in range(K):
                     M[a, b] *= V
                 M[a, a] += 1.0
                 grad[a] = V * grad[a] + u[a] - Omega[i, a]
-            if not _cholesky(M, 0.0, C):
-                pd = False
-                break
+            if _floored_cholesky(M, floor, C):
+                raised = True
+            if want_stein and it == 0:
+                # Stein's trace at omega, tr[(I + V H)^-1 J(omega)^T J(u*)], with the first
+                # step's (floored) matrix
+                for k in range(K):
+                    us[k] = Ustar[i, k]
+                _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
+                _output_jacobian_builtin(us, par, ka, kb, tau, work, Js, D)
+                _spd_inverse(C, W, P)
+                ST[i] = _trace_inverse_times(P, Jh, Js, K, Mo)
             _chol_solve_neg(C, grad, x)
             for k in range(K):
                 u[k] += x[k]
-        PD[i] = pd
-        if not pd and stop[1]:
-            stop[0] = True
-            return
-        if not pd:
-            # I + V H not positive definite: the first-order step from omega, no Jacobian
-            for k in range(K):
-                u[k] = Omega[i, k]
-            _evalf(u, y, par, ka, kb, tau, 2, work, grad, M)
-            for k in range(K):
-                G[i, k] = -grad[k]
-            if want_cv:
-                CV[i] = 0.0
-            continue
+        RAISED[i] = raised
         for k in range(K):
             G[i, k] = (u[k] - Omega[i, k]) / V
         if want_cv:
@@ -1298,7 +1366,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize,
             for k in range(K):
                 quad -= e[k] * x[k]
                 ee += e[k] * e[k]
-            CV[i] = (quad - _trace_inverse(M, aug) - (ee - K)) / V
+            CV[i] = (quad - _spd_inverse(C, W, P) - (ee - K)) / V
 
 
 @njit(cache=True, nogil=True)
@@ -1342,35 +1410,31 @@ def centre_cv_batch(Y, Omega, Eta, V, par, ka, kb, tau, gtol, maxit, wsize):
 
 
 def newton_step_batch(Y, Omega, Eta, V, steps, par, ka, kb, tau, wsize, want_cv, Ustar=None,
-                      stop_at_indefinite=False):
+                      floor=STEP_FLOOR):
     """``steps`` Newton iterations of the prox objective F(u) = l(y, u) + ||u - omega||^2 / (2V)
-    from u = omega, per row (built-in channels; docs/theory.md 16.6): G = (u_steps - omega)/V,
-    the control variate's output function (one step: -(I + V H)^-1 grad l at omega); where
-    I + V H is not positive definite on the way, G = -grad l(omega).  With ``want_cv`` also
-    CV = eta^T A eta - tr A, A = ((I + V H)^-1 - I)/V with H at the last step's base point
-    (0 where not positive definite), for the rows of ``Eta``.  With ``Ustar`` (n, K) also
-    ST = tr[(I + V H)^-1 J(omega)^T J(u*)] per row (:func:`_stein_trace`, H at omega: the first
-    step's).  Returns (G, CV, ST, PD), CV and ST empty when not asked for, PD (n,) True
-    where I + V H stayed positive definite (there G is the Newton map, smooth in omega).
-    ``stop_at_indefinite``: every thread stops at the first row that is not (PD then holds a
-    False, and the outputs of the rows not reached are undefined): the caller that discards
-    the outputs then pays for a few rows only.  Rows split over threads
+    from u = omega, per row (built-in channels; docs/theory.md 16.6), each with I + V H's
+    eigenvalues raised to at least ``floor`` (:func:`_floored_cholesky`): G = (u_steps -
+    omega)/V, the control variate's output function (one step: -(I + V H)^-1 grad l at
+    omega), continuous in omega and V.  With ``want_cv`` also CV = eta^T A eta - tr A,
+    A = ((I + V H)^-1 - I)/V with (floored) H at the last step's base point, for the rows of
+    ``Eta``.  With ``Ustar`` (n, K) also ST = tr[(I + V H)^-1 J(omega)^T J(u*)] per row (H at
+    omega: the first step's).  Returns (G, CV, ST, RAISED), CV and ST empty when not asked
+    for, RAISED (n,) True where a floor was applied on the way.  Rows split over threads
     (:func:`_threaded_rows`; no parallel loop to compile)."""
     n, K = Omega.shape
+    if not floor > 0.0:
+        raise ValueError(f"floor must be > 0 (an eigenvalue floor of I + V H), got {floor!r}")
     G = np.empty((n, K))
-    PD = np.ones(n, dtype=np.bool_)
-    # [stop now, stop at the first indefinite row]: shared by the threads (a benign race:
-    # a thread that misses the first write stops at its own next row or at its own failure)
-    stop = np.array([False, bool(stop_at_indefinite)])
+    RAISED = np.zeros(n, dtype=np.bool_)
     CV = np.empty(n if want_cv else 0)
     want_stein = Ustar is not None
     ST = np.empty(n if want_stein else 0)
     Us = Ustar if want_stein else Omega
     _threaded_rows(n, lambda lo, hi: _newton_step_chunk(lo, hi, Y, Omega, Eta, float(V),
-                                                        int(steps), par, ka, kb, tau, wsize,
-                                                        bool(want_cv), G, CV, Us, want_stein,
-                                                        ST, PD, stop))
-    return G, CV, ST, PD
+                                                        int(steps), float(floor), par, ka, kb,
+                                                        tau, wsize, bool(want_cv), G, CV, Us,
+                                                        want_stein, ST, RAISED))
+    return G, CV, ST, RAISED
 
 
 @njit(cache=True, parallel=True)

@@ -327,6 +327,43 @@ class PairedSamples:
         return v.reshape(self.replicas, -1).mean(axis=1)
 
 
+@dataclass(frozen=True)
+class StepTerms:
+    """The control variate's terms per sample (``m``, ``q``, ``stein``: (R 2N,)) and per pair
+    (``X``: (R, N), the V_hat integration by parts) of one sample set
+    (:meth:`MonteCarloChannel._step_terms`); ``stein`` None without Stein's form."""
+
+    m: np.ndarray
+    q: np.ndarray
+    X: np.ndarray
+    stein: np.ndarray | None
+    #: share of the rows whose steps from omega had I + V H's eigenvalues raised
+    raised: float = 0.0
+
+    def replica_means(self, smp: PairedSamples) -> np.ndarray:
+        """Per replica (rows) the means: columns m, q, X (and stein)."""
+        cols = [smp.per_replica(self.m), smp.per_replica(self.q), self.X.mean(axis=1)]
+        if self.stein is not None:
+            cols.append(smp.per_replica(self.stein))
+        return np.column_stack(cols)
+
+
+def control_variate_weight(f: np.ndarray, s: np.ndarray) -> float:
+    """The weight b in [0, 1] of the control variate s of f: cov(f, s) / var(s) over all the
+    samples (the b minimising the variance of f - b s), clipped; 0 where s does not vary.
+    A continuous function of the samples: the estimator mean(f - b s) + b E[s] moves
+    continuously from the plain (b = 0) to the full two-level one (b = 1); estimating b on
+    the same samples biases it by O(1/n), against its O(n^-1/2) error."""
+    f = np.ravel(f)
+    s = np.ravel(s)
+    ds = s - s.mean()
+    var = float(ds @ ds)
+    if not (var > 0.0 and math.isfinite(var)):
+        return 0.0
+    b = float(ds @ (f - f.mean())) / var
+    return min(1.0, max(0.0, b)) if math.isfinite(b) else 0.0
+
+
 def student_given_teacher(m: float, q: float, Q0: float) -> tuple[float, float]:
     """(a, c) of omega | u* = a u* + sqrt(c) z, z ~ N(0, 1): a = m/Q0, c = q - m^2/Q0 (clipped
     at 0), so that (u*, omega) has covariance [[Q0, m], [m, q]] (Q0 = 0: a = 0, c = q)."""
@@ -382,7 +419,6 @@ class MonteCarloChannel:
         self._test_cache: tuple | None = None
         self._step_set: tuple | None = None
         self._own_label_set: tuple | None = None
-        self._own_bound: tuple | None = None
         if vhat_form not in VHAT_FORMS:
             raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
         #: "by_parts" (default; counts the jumps of the prox minimiser) or "hessian" (the
@@ -426,9 +462,9 @@ class MonteCarloChannel:
         self.stein = stein_available(channel)
         self.n_stein = 0
         self.n_stein_rejected = 0
-        #: evaluations whose control variate ran above the convexity certificate and was not
-        #: used (a row's Newton steps met an I + V H that is not positive definite)
-        self.n_step_refused = 0
+        #: rows of the control variate's Newton steps (own and big sets) whose I + V H had
+        #: eigenvalues raised to the floor (_channel_kernels.STEP_FLOOR)
+        self.n_step_raised = 0
         #: end points of the last evaluation's Newton runs, every replica's rows (warm_start)
         self._ends: np.ndarray | None = None
         #: (m, q, V) at which the control variate's step function is taken (None: at each
@@ -440,6 +476,9 @@ class MonteCarloChannel:
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
+        #: the last two-level evaluation's control-variate weights per term
+        #: (control_variate_weight; empty where the control variate did not run)
+        self.last_cv_weights: dict[str, float] = {}
 
     #: share of c = Var(omega | u*) carried by the antithetic direction (the rest is the
     #: centre's spread): smaller theta lowers the variance of the smooth part of the
@@ -633,34 +672,31 @@ class MonteCarloChannel:
         return X.mean(axis=1)
 
     def _step_terms(self, y: np.ndarray, y1: np.ndarray, smp: PairedSamples, V: float,
-                    slope: float, centre_cv: bool, check_pd: bool = False) -> np.ndarray | None:
-        """Per replica (rows) the control variate's terms on the samples ``smp``: those of
-        m_hat, q_hat and V_hat by parts (and Stein's m_hat where the channel has it) with
-        g_out replaced by STEP_ITERATIONS Newton steps of the prox objective from omega, and
-        (``centre_cv``) the centre's zero-mean term with those steps' Jacobian
-        (docs/theory.md 16.6); shape (R, 3) or (R, 4).  ``check_pd``: None as soon as one
-        row's steps met an I + V H that is not positive definite (the steps then jump in
-        omega)."""
+                    slope: float, centre_cv: bool) -> "StepTerms":
+        """The control variate's terms on the samples ``smp``, per sample (per pair for
+        V_hat): those of m_hat, q_hat and V_hat by parts (and Stein's m_hat where the channel
+        has it) with g_out replaced by STEP_ITERATIONS Newton steps of the prox objective from
+        omega (I + V H's eigenvalues floored: a step function continuous in omega and V), and
+        (``centre_cv``) the V_hat term less the centre's zero-mean term with those steps'
+        Jacobian (docs/theory.md 16.6)."""
         ch = self.channel
         fused = optional_member(ch, "newton_step_stein") if self.stein else None
-        # stop at the first row that leaves positive definiteness: the terms are then
-        # discarded, so a refusal costs a few rows
-        kw = {"report_pd": "stop"} if check_pd else {}
         if fused is not None:  # the steps and Stein's traces at omega in one pass
-            out = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS, **kw)
-            G, st = out[0], out[1]
+            G, st, raised = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS,
+                                  report_raised=True)
         else:
-            out = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS, **kw)
-            G, st = out[0], None
-        if check_pd and not np.all(out[2]):
-            return None
+            G, _, raised = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS,
+                                          report_raised=True)
+            st = None
+        n_raised = int(np.count_nonzero(raised))
+        self.n_step_raised += n_raised
         R = smp.replicas
         X = self._pair_differences(smp, G)
         if centre_cv:
-            X = X - ch.newton_step(y1, smp.centre, V, smp.eta,
-                                   steps=self.STEP_ITERATIONS)[1].reshape(X.shape)
-        cols = [smp.per_replica(np.sum(G * (smp.ustar - slope * smp.omega), axis=1)),
-                smp.per_replica(np.sum(G * G, axis=1)), X.mean(axis=1)]
+            _, cv, raised = ch.newton_step(y1, smp.centre, V, smp.eta,
+                                           steps=self.STEP_ITERATIONS, report_raised=True)
+            self.n_step_raised += int(np.count_nonzero(raised))
+            X = X - cv.reshape(X.shape)
         if self.stein:
             # Stein's form at omega instead of the prox point, a replica at a time unless the
             # channel fuses it (the Jacobians are M x K per sample); 0 where I + V H(omega) is
@@ -670,8 +706,9 @@ class MonteCarloChannel:
                 st = np.concatenate([self._stein_terms(y[a:a + n], smp.omega[a:a + n],
                                                        smp.ustar[a:a + n], V)
                                      for a in range(0, smp.omega.shape[0], n)])
-            cols.append(smp.per_replica(np.where(np.isfinite(st), st, 0.0)))
-        return np.column_stack(cols)
+            st = np.where(np.isfinite(st), st, 0.0)
+        return StepTerms(np.sum(G * (smp.ustar - slope * smp.omega), axis=1),
+                         np.sum(G * G, axis=1), X, st, n_raised / max(raised.size, 1))
 
     def _labels(self, draws: GaussianDraws, Q0: float) -> tuple[np.ndarray, np.ndarray]:
         """(labels of every sample (2RN, M), labels of every point (RN, M)) of ``draws`` with
@@ -692,53 +729,49 @@ class MonteCarloChannel:
         return self._own_label_set[1:]
 
     def _step_samples(self, Q0: float) -> tuple:
-        """(Q0, draws, labels per sample, labels per point, V*) of the control variate's own
-        samples, labels computed once per Q0; V* = the V below which the prox is certified
-        convex for all of them and for the SE's own labels (``convex_below``)."""
+        """(Q0, draws, labels per sample, labels per point) of the control variate's own
+        samples, labels computed once per Q0."""
         if self._step_set is None or self._step_set[0] != Q0:
             R = self.draws.replicas
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
-            y, y1 = self._labels(draws, Q0)
-            convex_below = self.channel.convex_below
-            self._step_set = (Q0, draws, y, y1, min(convex_below(y1), self._own_convex_below(Q0)))
+            self._step_set = (Q0, draws, *self._labels(draws, Q0))
         return self._step_set
 
-    def _own_convex_below(self, Q0: float) -> float:
-        """``convex_below`` of the SE's own labels (once per Q0): V* is at most this, so a V
-        above it needs neither the control variate's samples nor their labels."""
-        if self._own_bound is None or self._own_bound[0] != Q0:
-            self._own_bound = (Q0, float(self.channel.convex_below(self._own_labels(Q0)[1])))
-        return self._own_bound[1]
-
-    def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float,
-                    check_pd: bool = False) -> np.ndarray | None:
-        """:meth:`_step_terms` on the control variate's own samples (2^step_log2_n per replica,
-        scrambled independently of the SE's), labels computed once per Q0."""
+    def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
+        """Per replica (rows) the means of :meth:`_step_terms` on the control variate's own
+        samples (2^step_log2_n per replica, scrambled independently of the SE's), labels
+        computed once per Q0; columns m_hat, q_hat, V_hat (and Stein's m_hat)."""
         self.n_step_means += 1
-        _, draws, y, y1, _ = self._step_samples(Q0)
-        return self._step_terms(y, y1, paired_samples(draws, m, q, Q0, self.STEP_THETA), V,
-                                slope, centre_cv=True, check_pd=check_pd)
+        _, draws, y, y1 = self._step_samples(Q0)
+        smp = paired_samples(draws, m, q, Q0, self.STEP_THETA)
+        return self._step_terms(y, y1, smp, V, slope, centre_cv=True).replica_means(smp)
+
+    #: the control variate's weight falls linearly from full to none as the share of the own
+    #: samples' rows whose steps are raised (STEP_FLOOR) grows from RAISED_FULL to RAISED_NONE:
+    #: there the steps stop following the prox (measured, docs/performance.md tenth round:
+    #: errors 2-6x smaller at shares 0.03-0.07, equal at 0.11, 2x larger at 0.15-0.25, L = 2)
+    RAISED_FULL = 0.08
+    RAISED_NONE = 0.14
 
     def _control_variate(self, m: float, q: float, Q0: float, V: float, slope: float,
                          y: np.ndarray, y1: np.ndarray, smp: PairedSamples
-                         ) -> tuple[np.ndarray, np.ndarray] | None:
-        """(terms on the SE's own samples, means on the control variate's samples) of the
-        two-level estimator (docs/theory.md 16.6), or None where it does not run: where the
-        prox is certified convex for every label of both sets (``convex_below``) the Newton
-        steps can never meet an I + V H that is not positive definite; above that bound they
-        run too, but are used only if no row of either set met one (checked on the SE's own,
-        smaller set first).  The estimator is exact for any step function; the check keeps
-        its V_hat term (narrow pairs: a jump of the steps between the two samples of a pair
-        would dominate it) as small as where it is certified."""
-        certified = V < self._own_convex_below(Q0) and V < self._step_samples(Q0)[4]
-        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False, check_pd=not certified)
-        big = None if own is None else self._step_means(m, q, Q0, V, slope,
-                                                        check_pd=not certified)
-        if big is None:
-            self.n_step_refused += 1
+                         ) -> tuple["StepTerms", np.ndarray, float] | None:
+        """(terms on the SE's own samples, per sample; their means on the control variate's
+        samples, per replica; the weight's taper in [0, 1]) of the two-level estimator
+        (docs/theory.md 16.6), or None where the taper is 0 (the plain estimator, which the
+        two-level one with weight 0 equals).  The floored Newton steps are continuous in
+        (omega, V), and the weight (:func:`control_variate_weight` times the taper) moves
+        with the samples, so the SE map has no switch between estimators (a switch is a jump
+        of the map the size of the plain estimator's Monte-Carlo error, which a fixed-point
+        iteration cannot resolve; the taper moves by 1 / (n (RAISED_NONE - RAISED_FULL)) per
+        raised row, a change of the map ~1e-3 of its Monte-Carlo error)."""
+        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False)
+        taper = min(1.0, max(0.0, (self.RAISED_NONE - own.raised)
+                             / (self.RAISED_NONE - self.RAISED_FULL)))
+        if taper == 0.0:
             return None
-        return own, big
+        return own, self._step_means(m, q, Q0, V, slope), taper
 
     def set_control_variate_reference(self, x=None) -> None:
         """Take the control variate's step function at the overlaps ``x = (m, q, V)`` for every
@@ -751,8 +784,8 @@ class MonteCarloChannel:
         evaluation, and f - s stays small as long as x is close to where the map is
         evaluated (a fine solve's iterates move by the coarse level's Monte-Carlo error,
         ~1e-3-1e-2 relative).  The map stays a deterministic function of (m, q, V) for a
-        given reference; whether the control variate runs (certificate, the row-by-row
-        positive-definiteness check) is decided at the reference."""
+        given reference; whether the control variate runs (a by-parts direction, a rest) is
+        decided at the reference."""
         ref = None if x is None else tuple(float(v) for v in x)
         if ref is not None and (len(ref) != 3 or not all(map(math.isfinite, ref))):
             raise ValueError(f"the control variate's reference must be a finite (m, q, V), "
@@ -775,7 +808,7 @@ class MonteCarloChannel:
 
     def _step_at_reference(self, Q0: float, y: np.ndarray, y1: np.ndarray):
         """:meth:`_control_variate` at the reference (m, q, V), once per (reference, Q0), or
-        None where it does not run there (no by-parts direction, no rest, refused)."""
+        None where it does not run there (no by-parts direction, no rest)."""
         key = (self._cv_reference, Q0)
         if self._cv_frozen is not None and self._cv_frozen[0] == key:
             return self._cv_frozen[1]
@@ -840,30 +873,40 @@ class MonteCarloChannel:
         qh = 2 * alpha * means[1]
         Vh_hess = 2 * alpha * means[2] / V_eff
         by_parts = self.vhat_form == "by_parts" and self._pairs_spread(smp, q)
-        # where the Newton steps stay positive definite (certified convex prox, or checked
-        # row by row: _control_variate): elsewhere their fallback would make the step
-        # discontinuous and the narrow pairs' term explode
+        # the two-level estimator (_control_variate) wherever the channel has Newton steps
         step = None
+        self.last_cv_weights = {}
         if (self.step_log2_n and by_parts and rest > 0
                 and optional_member(ch, "newton_step") is not None
                 and optional_member(ch, "convex_below") is not None):
             step = (self._control_variate(m, q, Q0, V_eff, slope, y, y1, smp)
                     if self._cv_reference is None else self._step_at_reference(Q0, y, y1))
         if step is not None:
-            # two levels (docs/theory.md 16.6): the step's means on its own samples plus the
-            # mean of (prox term - step term) on these, which nearly cancels sample by sample
-            # (no centre term here: any eta-independent one has mean zero, so none is needed
-            # where the difference is this small)
-            vterm = self._by_parts_terms(y1, smp, g, V_eff, centre_cv=False)
-            own, big = step
-            mh = 2 * alpha * (big[:, 0] + means[0] - own[:, 0]) / rest
+            # two levels (docs/theory.md 16.6): mean_own(f - b s) + b mean_big(s) per term,
+            # exact for any b; b the regression weight of the prox term f on the step term s
+            # over the own samples, near 1 where the steps follow the prox, near 0 where
+            # they do not (the plain estimator's variance, not more)
+            own, big, taper = step
+            w = self.last_cv_weights = {"taper": taper}
+            w["m_hat"] = taper * control_variate_weight(per_sample[0], own.m)
+            mh = 2 * alpha * (smp.per_replica(per_sample[0] - w["m_hat"] * own.m)
+                              + w["m_hat"] * big[:, 0]) / rest
             if self.stein:
                 # Stein's form of m_hat (far less noisy than the direct one) with the step's
                 # Stein form as its control variate, where the two agree (module docstring)
-                stein = smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
-                mh = self._prefer_stein(mh, 2 * alpha * (big[:, 3] + stein - own[:, 3]))
-            qh = 2 * alpha * (big[:, 1] + means[1] - own[:, 1])
-            vterm = big[:, 2] + vterm - own[:, 2]
+                stein = self._stein_terms(y, px.uhat, ustar, V_eff)
+                w["stein"] = taper * control_variate_weight(stein, own.stein)
+                mh = self._prefer_stein(mh, 2 * alpha * (
+                    smp.per_replica(stein - w["stein"] * own.stein) + w["stein"] * big[:, 3]))
+            w["q_hat"] = taper * control_variate_weight(per_sample[1], own.q)
+            qh = 2 * alpha * (smp.per_replica(per_sample[1] - w["q_hat"] * own.q)
+                              + w["q_hat"] * big[:, 1])
+            # V_hat: the prox's pair terms less the centre's zero-mean term (the plain
+            # estimator) against the steps' pair terms less the same
+            centre = self._centre_jacobian_cv(y1, smp, V_eff).reshape(own.X.shape)
+            fX, sX = self._pair_differences(smp, g) - centre, own.X - centre
+            w["V_hat"] = taper * control_variate_weight(fX, sX)
+            vterm = (fX - w["V_hat"] * sX).mean(axis=1) + w["V_hat"] * big[:, 2]
         elif by_parts:
             vterm = self._by_parts_terms(y1, smp, g, V_eff)
         Vh = -2.0 * alpha * vterm if by_parts else Vh_hess

@@ -98,10 +98,21 @@ def test_fused_stein_traces_equal_the_composed_ones(kind, L):
     fused = ch.stein_traces(y, u, ustar, V)
     assert fused.shape == (3000,)
     assert np.allclose(fused, composed, rtol=1e-12, atol=1e-14)
-    # the Newton steps with the traces at omega in the same pass: the same two results
-    G, st = ch.newton_step_stein(y, u, ustar, V, steps=2)
+    # the Newton steps with the traces at omega in the same pass: the same G, and the
+    # traces with I + V H's eigenvalues floored as in the steps (docs/theory.md 16.6)
+    G, st, raised = ch.newton_step_stein(y, u, ustar, V, steps=2, report_raised=True)
     assert np.array_equal(G, ch.newton_step(y, u, V, steps=2)[0])
-    assert np.allclose(st, fused, rtol=1e-12, atol=1e-14)
+    Mf = floored(np.eye(ch.K) + V * ch.hessian_batch(y, u), ck.STEP_FLOOR)
+    want = np.einsum("nij,nmj,nmi->n", np.linalg.inv(Mf), J, ch.output_jacobian(ustar))
+    assert np.allclose(st, want, rtol=1e-10, atol=1e-12)
+    kept = np.linalg.eigvalsh(np.eye(ch.K) + V * ch.hessian_batch(y, u)).min(axis=1) > ck.STEP_FLOOR
+    assert np.allclose(st[kept], fused[kept], rtol=1e-10, atol=1e-12)
+
+
+def floored(M: np.ndarray, floor: float) -> np.ndarray:
+    """Symmetric matrices (..., K, K) with their eigenvalues raised to at least ``floor``."""
+    w, Q = np.linalg.eigh(M)
+    return np.einsum("...ij,...j,...kj->...ik", Q, np.maximum(w, floor), Q)
 
 
 @pytest.mark.parametrize("beta", [0.5, 1.0, 3.0])

@@ -32,16 +32,15 @@ without one falls back to the generic path:
 ``newton_from(y, omega, V, u0)``
     one local Newton run of the prox objective from u0, (u, F(u), converged): the
     SE's control variate at the pairs' centres (docs/theory.md section 16.2);
-``newton_step(y, omega, V, eta=None, steps=1, report_pd=False)``
-    ``steps`` Newton iterations of the prox objective from omega, (G, CV) with G = (u -
+``newton_step(y, omega, V, eta=None, steps=1, report_raised=False)``
+    ``steps`` Newton iterations of the prox objective from omega with the eigenvalues of
+    I + V H raised to at least a floor (continuous in omega and V), (G, CV) with G = (u -
     omega)/V (one step: -(I + V H)^-1 grad l): the output function of the SE's two-level
-    control variate (section 16.6); ``report_pd=True`` appends a boolean per row, True where
-    I + V H stayed positive definite along the steps (the control variate then also runs
-    above ``convex_below`` where every row's did; ``"stop"``: the rows may stop at the first
-    that did not, the outputs being discarded then);
-``newton_step_stein(y, omega, ustar, V, steps=1, report_pd=False)``
-    ``newton_step``'s G and ``stein_traces`` at omega in one pass, (G, traces) (and the
-    booleans, as above);
+    control variate (section 16.6); ``report_raised=True`` appends a boolean per row, True
+    where the floor was applied on the way;
+``newton_step_stein(y, omega, ustar, V, steps=1, report_raised=False)``
+    ``newton_step``'s G and the Stein traces at omega with the first step's (floored)
+    matrix in one pass, (G, traces) (and the booleans, as above);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``

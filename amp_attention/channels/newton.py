@@ -301,35 +301,34 @@ class BuiltinNewtonChannel(NewtonChannel):
 
     def newton_step(self, y: np.ndarray, omega: np.ndarray, V: float,
                     eta: np.ndarray | None = None, steps: int = 1,
-                    report_pd: bool | str = False) -> tuple:
-        """(G, CV): ``steps`` Newton iterations of the prox objective from omega, G = (u -
-        omega)/V per row (n, K) (one step: -(I + V H)^-1 grad l at omega), and with ``eta``
-        (n, K) CV = eta^T A eta - tr A per row, A = ((I + V H)^-1 - I)/V
+                    report_raised: bool = False) -> tuple:
+        """(G, CV): ``steps`` Newton iterations of the prox objective from omega with the
+        eigenvalues of I + V H raised to at least ``STEP_FLOOR``, G = (u - omega)/V per row
+        (n, K) (one step: -(I + V H)^-1 grad l at omega), and with ``eta`` (n, K)
+        CV = eta^T A eta - tr A per row, A = ((I + V H)^-1 - I)/V
         (:func:`~amp_attention._channel_kernels.newton_step_batch`): the output function and
-        Jacobian of the SE's control variate (docs/theory.md 16.6).  ``report_pd``: (G, CV,
-        PD), PD (n,) True where I + V H stayed positive definite along the steps (elsewhere
-        G = -grad l(omega), a jump in omega); ``report_pd="stop"``: the same, but the rows
-        stop at the first that is not (G and CV are then not defined everywhere: for a caller
-        that discards them unless every row stayed positive definite)."""
+        Jacobian of the SE's control variate (docs/theory.md 16.6), continuous in omega and
+        V.  ``report_raised``: (G, CV, RAISED), RAISED (n,) True where the floor was
+        applied on the way."""
         Y, Om = as_2d("y", y, self.M), as_2d("omega", omega, self.K)
         want = eta is not None
         E = as_2d("eta", eta, self.K) if want else Om
-        G, CV, _, PD = ck.newton_step_batch(Y, Om, E, float(V), steps, self._par, self._ka,
-                                            self._kb, self._tau, self._wsize, want,
-                                            stop_at_indefinite=report_pd == "stop")
-        return (G, (CV if want else None), PD) if report_pd else (G, (CV if want else None))
+        G, CV, _, raised = ck.newton_step_batch(Y, Om, E, float(V), steps, self._par,
+                                                self._ka, self._kb, self._tau, self._wsize,
+                                                want)
+        out = (G, (CV if want else None))
+        return (*out, raised) if report_raised else out
 
     def newton_step_stein(self, y: np.ndarray, omega: np.ndarray, ustar: np.ndarray, V: float,
-                          steps: int = 1, report_pd: bool | str = False) -> tuple:
-        """(G, ST): :meth:`newton_step`'s G and, in the same pass, :meth:`stein_traces` at
-        omega (its Hessian is the first step's): the control variate's Stein form;
-        ``report_pd``: (G, ST, PD) as in :meth:`newton_step`."""
+                          steps: int = 1, report_raised: bool = False) -> tuple:
+        """(G, ST): :meth:`newton_step`'s G and, in the same pass, the Stein traces
+        tr[(I + V H)^-1 J(omega)^T J(u*)] at omega with the first step's (floored) matrix:
+        the control variate's Stein form; ``report_raised`` as in :meth:`newton_step`."""
         Y, Om = as_2d("y", y, self.M), as_2d("omega", omega, self.K)
-        G, _, ST, PD = ck.newton_step_batch(Y, Om, Om, float(V), steps, self._par, self._ka,
-                                            self._kb, self._tau, self._wsize, False,
-                                            as_2d("ustar", ustar, self.K),
-                                            stop_at_indefinite=report_pd == "stop")
-        return (G, ST, PD) if report_pd else (G, ST)
+        G, _, ST, raised = ck.newton_step_batch(Y, Om, Om, float(V), steps, self._par,
+                                                self._ka, self._kb, self._tau, self._wsize,
+                                                False, as_2d("ustar", ustar, self.K))
+        return (G, ST, raised) if report_raised else (G, ST)
 
     def row_softmax_jacobian(self, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(A, D): A = softmax_rows(beta h(u)) (n, L, L) and D (n, K, L, L) with
