@@ -461,6 +461,7 @@ class MonteCarloChannel:
         # available for output noise on channels that expose their Jacobian.
         self.stein = stein_available(channel)
         self.n_stein = 0
+        #: evaluations whose m_hat was not wholly Stein's (_prefer_stein)
         self.n_stein_rejected = 0
         #: rows of the control variate's Newton steps (own and big sets) whose I + V H had
         #: eigenvalues raised to the floor (_channel_kernels.STEP_FLOOR)
@@ -823,18 +824,27 @@ class MonteCarloChannel:
         self._cv_frozen = (key, step)
         return step
 
+    #: Stein's m_hat is used in full where it is within STEIN_FULL combined standard errors of
+    #: the direct estimate, not at all beyond STEIN_NONE, blended linearly in between
+    STEIN_FULL = 3.0
+    STEIN_NONE = 5.0
+
     def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray) -> np.ndarray:
         """Per replica m_hat: Stein's estimate where it is consistent with the direct one
-        (within 4 combined standard errors), else the direct one: with competing prox minima
-        g_out jumps in z and Stein's identity misses the jumps' contribution."""
+        (within STEIN_FULL combined standard errors), the direct one beyond STEIN_NONE, a
+        linear blend in between: with competing prox minima g_out jumps in z and Stein's
+        identity misses the jumps' contribution.  The blend keeps the SE map continuous
+        (a switch would jump it by up to 4 standard errors of m_hat)."""
         R = direct.size
         se_d = direct.std(ddof=1) / math.sqrt(R)
         se_s = stein.std(ddof=1) / math.sqrt(R)
         self.n_stein += 1
-        if abs(stein.mean() - direct.mean()) <= 4.0 * math.hypot(se_d, se_s):
-            return stein
-        self.n_stein_rejected += 1
-        return direct
+        comb = math.hypot(se_d, se_s)
+        z = abs(stein.mean() - direct.mean()) / comb if comb > 0 else 0.0
+        w = min(1.0, max(0.0, (self.STEIN_NONE - z) / (self.STEIN_NONE - self.STEIN_FULL)))
+        if w < 1.0:
+            self.n_stein_rejected += 1
+        return stein if w == 1.0 else direct if w == 0.0 else w * stein + (1.0 - w) * direct
 
     def se(self, m: float, q: float, V: float, Q0: float, alpha: float) -> ChannelSE:
         if not (q >= 0 and V >= 0 and math.isfinite(q) and math.isfinite(V)):
@@ -901,12 +911,15 @@ class MonteCarloChannel:
             w["q_hat"] = taper * control_variate_weight(per_sample[1], own.q)
             qh = 2 * alpha * (smp.per_replica(per_sample[1] - w["q_hat"] * own.q)
                               + w["q_hat"] * big[:, 1])
-            # V_hat: the prox's pair terms less the centre's zero-mean term (the plain
-            # estimator) against the steps' pair terms less the same
-            centre = self._centre_jacobian_cv(y1, smp, V_eff).reshape(own.X.shape)
-            fX, sX = self._pair_differences(smp, g) - centre, own.X - centre
-            w["V_hat"] = taper * control_variate_weight(fX, sX)
-            vterm = (fX - w["V_hat"] * sX).mean(axis=1) + w["V_hat"] * big[:, 2]
+            # V_hat: mean(fX - b sX) + b mean_big - (1 - b) mean(centre), the centre's
+            # zero-mean term (the plain estimator's) weighted by what the steps leave; at
+            # b = 1 (the usual case) it drops out and its Newton runs are not made
+            fX = self._pair_differences(smp, g)
+            w["V_hat"] = b = taper * control_variate_weight(fX, own.X)
+            vterm = (fX - b * own.X).mean(axis=1) + b * big[:, 2]
+            if b < 1.0:
+                vterm = vterm - (1.0 - b) * self._centre_jacobian_cv(y1, smp, V_eff).reshape(
+                    own.X.shape).mean(axis=1)
         elif by_parts:
             vterm = self._by_parts_terms(y1, smp, g, V_eff)
         Vh = -2.0 * alpha * vterm if by_parts else Vh_hess

@@ -450,3 +450,25 @@ def test_two_level_solve_takes_the_control_variate_once_at_its_start(monkeypatch
 
     with pytest.raises(ValueError, match="step_at must be 'each' in a phase diagram"):
         PhaseDiagramPlan(p, (0.3, 0.5), (0.1,), mc=MonteCarloOptions(step_at="start"))
+
+
+def test_stein_form_of_m_hat_is_blended_out_continuously():
+    """_prefer_stein: Stein's per-replica m_hat within 3 combined standard errors of the
+    direct one, the direct one beyond 5, the linear blend in between (no switch: the SE map
+    stays continuous where the two drift apart)."""
+    from amp_attention.channels import channel_for
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel
+
+    mc = MonteCarloChannel(channel_for(Task("softmax", L=2)), log2_n=4, replicas=2)
+    rng = np.random.default_rng(1)
+    direct = 1.0 + 0.01 * rng.standard_normal(8)
+    stein = 0.004 * rng.standard_normal(8)
+    comb = math.hypot(direct.std(ddof=1), stein.std(ddof=1)) / math.sqrt(8)
+    stein = stein - stein.mean() + direct.mean()
+    for z, w in ((0.0, 1.0), (2.9, 1.0), (4.0, 0.5), (4.5, 0.25), (5.1, 0.0), (9.0, 0.0)):
+        out = mc._prefer_stein(direct, stein + z * comb)
+        assert np.allclose(out, w * (stein + z * comb) + (1 - w) * direct, rtol=1e-12), z
+    # continuous across both ends of the blend
+    at = [mc._prefer_stein(direct, stein + z * comb).mean() for z in (2.999999, 3.000001,
+                                                                      4.999999, 5.000001)]
+    assert abs(at[0] - at[1]) < 1e-5 * comb and abs(at[2] - at[3]) < 1e-5 * comb
