@@ -23,8 +23,9 @@ matrix, median of three repeats, measured in this process before each goal.
    L = 2 point's (printed: whether it is), against goal 1's point.  Target: each <= 4 x the
    L = 2 point.  L = 3: the control variate's and the test-only samples at 2^16 and 2^15 per
    replica (the error there is theirs: docs/performance.md, fifth round); L = 5 at alpha 0.1
-   is above the convexity certificate, where the control variate runs since its steps stay
-   positive definite (seventh round): 2^10 own, 2^16 control-variate and test samples.
+   is above the convexity certificate, where the control variate runs with its floored
+   steps (tenth round; no row raised there): 2^10 own, 2^16 control-variate and test
+   samples.
    Median of ``--runs`` each.  3'. The same three points with ``--mc-step-at start`` (the
    control variate taken once per fine solve, ninth round), against each other.
 """

@@ -348,22 +348,6 @@ class StepTerms:
         return np.column_stack(cols)
 
 
-def control_variate_weight(f: np.ndarray, s: np.ndarray) -> float:
-    """The weight b in [0, 1] of the control variate s of f: cov(f, s) / var(s) over all the
-    samples (the b minimising the variance of f - b s), clipped; 0 where s does not vary.
-    A continuous function of the samples: the estimator mean(f - b s) + b E[s] moves
-    continuously from the plain (b = 0) to the full two-level one (b = 1); estimating b on
-    the same samples biases it by O(1/n), against its O(n^-1/2) error."""
-    f = np.ravel(f)
-    s = np.ravel(s)
-    ds = s - s.mean()
-    var = float(ds @ ds)
-    if not (var > 0.0 and math.isfinite(var)):
-        return 0.0
-    b = float(ds @ (f - f.mean())) / var
-    return min(1.0, max(0.0, b)) if math.isfinite(b) else 0.0
-
-
 def student_given_teacher(m: float, q: float, Q0: float) -> tuple[float, float]:
     """(a, c) of omega | u* = a u* + sqrt(c) z, z ~ N(0, 1): a = m/Q0, c = q - m^2/Q0 (clipped
     at 0), so that (u*, omega) has covariance [[Q0, m], [m, q]] (Q0 = 0: a = 0, c = q)."""
@@ -418,6 +402,7 @@ class MonteCarloChannel:
         self._test_set: tuple | None = None
         self._test_cache: tuple | None = None
         self._step_set: tuple | None = None
+        self._probe_set: tuple | None = None
         self._own_label_set: tuple | None = None
         if vhat_form not in VHAT_FORMS:
             raise ValueError(f"vhat_form must be one of {VHAT_FORMS}, got {vhat_form!r}")
@@ -477,7 +462,7 @@ class MonteCarloChannel:
         #: per replica (rows) the two V_hat forms of the last evaluation: integration by
         #: parts (used) and the Hessian trace (smooth part only), columns in that order
         self.last_vhat_forms = np.empty((0, 2))
-        #: the last two-level evaluation's control-variate weights per term
+        #: the last two-level evaluation's control-variate weight {"b": b}
         #: (control_variate_weight; empty where the control variate did not run)
         self.last_cv_weights: dict[str, float] = {}
 
@@ -749,31 +734,58 @@ class MonteCarloChannel:
         smp = paired_samples(draws, m, q, Q0, self.STEP_THETA)
         return self._step_terms(y, y1, smp, V, slope, centre_cv=True).replica_means(smp)
 
-    #: the control variate's weight falls linearly from full to none as the share of the own
-    #: samples' rows whose steps are raised (STEP_FLOOR) grows from RAISED_FULL to RAISED_NONE:
-    #: there the steps stop following the prox (measured, docs/performance.md tenth round:
-    #: errors 2-6x smaller at shares 0.03-0.07, equal at 0.11, 2x larger at 0.15-0.25, L = 2)
+    #: the control variate's weight b falls linearly from 1 to 0 as the share of raised rows
+    #: (STEP_FLOOR) grows from RAISED_FULL to RAISED_NONE: there the steps stop following the
+    #: prox (measured, docs/performance.md tenth round: errors 2-6x smaller at shares
+    #: 0.03-0.07, equal at 0.11, up to 2x larger at 0.15-0.25, L = 2)
     RAISED_FULL = 0.08
     RAISED_NONE = 0.14
+    #: log2 of the probe samples per replica on which that share is measured
+    PROBE_LOG2_N = 9
+
+    def _probe_samples(self, Q0: float) -> tuple:
+        """(Q0, draws, labels per sample) of the probe set: 2^PROBE_LOG2_N samples per
+        replica scrambled independently of the SE's and of the control variate's, so that
+        the weight measured on them is independent of both sets' samples."""
+        if self._probe_set is None or self._probe_set[0] != Q0:
+            R = self.draws.replicas
+            seed = int(np.random.SeedSequence([self._seed, 3]).generate_state(1)[0])
+            draws = channel_draws(self.channel.K, self.channel.noise_dim, self.PROBE_LOG2_N, R,
+                                  seed)
+            self._probe_set = (Q0, draws, self._labels(draws, Q0)[0])
+        return self._probe_set
+
+    def control_variate_weight(self, m: float, q: float, Q0: float, V: float) -> float:
+        """The weight b in [0, 1] of the two-level estimator at (m, q, V): 1 - (rho -
+        RAISED_FULL) / (RAISED_NONE - RAISED_FULL), clipped, rho the share of the probe
+        samples' rows whose Newton steps from omega have I + V H's eigenvalues raised.  The
+        probe set is independent of the SE's and of the control variate's samples, so any b
+        it gives keeps the estimator exact; rho moves by one row's share at a time, so b
+        moves by 1 / (n_probe (RAISED_NONE - RAISED_FULL)) (~4e-3) and the map by that
+        fraction of the difference between the two estimators (a fraction of their
+        Monte-Carlo error): no switch."""
+        _, draws, y = self._probe_samples(Q0)
+        smp = paired_samples(draws, m, q, Q0, self.THETA)
+        raised = self.channel.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS,
+                                          report_raised=True)[2]
+        rho = float(np.mean(raised))
+        return min(1.0, max(0.0, (self.RAISED_NONE - rho) / (self.RAISED_NONE - self.RAISED_FULL)))
 
     def _control_variate(self, m: float, q: float, Q0: float, V: float, slope: float,
                          y: np.ndarray, y1: np.ndarray, smp: PairedSamples
                          ) -> tuple["StepTerms", np.ndarray, float] | None:
         """(terms on the SE's own samples, per sample; their means on the control variate's
-        samples, per replica; the weight's taper in [0, 1]) of the two-level estimator
-        (docs/theory.md 16.6), or None where the taper is 0 (the plain estimator, which the
-        two-level one with weight 0 equals).  The floored Newton steps are continuous in
-        (omega, V), and the weight (:func:`control_variate_weight` times the taper) moves
-        with the samples, so the SE map has no switch between estimators (a switch is a jump
-        of the map the size of the plain estimator's Monte-Carlo error, which a fixed-point
-        iteration cannot resolve; the taper moves by 1 / (n (RAISED_NONE - RAISED_FULL)) per
-        raised row, a change of the map ~1e-3 of its Monte-Carlo error)."""
-        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False)
-        taper = min(1.0, max(0.0, (self.RAISED_NONE - own.raised)
-                             / (self.RAISED_NONE - self.RAISED_FULL)))
-        if taper == 0.0:
+        samples, per replica; the weight b) of the two-level estimator (docs/theory.md 16.6),
+        or None where b = 0 (the plain estimator, which the two-level one with b = 0 equals).
+        The floored Newton steps are continuous in (omega, V) and b
+        (:meth:`control_variate_weight`) nearly so, so the SE map has no switch between
+        estimators (a switch is a jump of the map the size of the plain estimator's
+        Monte-Carlo error, which a fixed-point iteration cannot resolve)."""
+        b = self.control_variate_weight(m, q, Q0, V)
+        if b == 0.0:
             return None
-        return own, self._step_means(m, q, Q0, V, slope), taper
+        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False)
+        return own, self._step_means(m, q, Q0, V, slope), b
 
     def set_control_variate_reference(self, x=None) -> None:
         """Take the control variate's step function at the overlaps ``x = (m, q, V)`` for every
@@ -897,26 +909,20 @@ class MonteCarloChannel:
             # exact for any b; b the regression weight of the prox term f on the step term s
             # over the own samples, near 1 where the steps follow the prox, near 0 where
             # they do not (the plain estimator's variance, not more)
-            own, big, taper = step
-            w = self.last_cv_weights = {"taper": taper}
-            w["m_hat"] = taper * control_variate_weight(per_sample[0], own.m)
-            mh = 2 * alpha * (smp.per_replica(per_sample[0] - w["m_hat"] * own.m)
-                              + w["m_hat"] * big[:, 0]) / rest
+            own, big, b = step
+            self.last_cv_weights = {"b": b}
+            mh = 2 * alpha * (smp.per_replica(per_sample[0] - b * own.m) + b * big[:, 0]) / rest
             if self.stein:
                 # Stein's form of m_hat (far less noisy than the direct one) with the step's
                 # Stein form as its control variate, where the two agree (module docstring)
                 stein = self._stein_terms(y, px.uhat, ustar, V_eff)
-                w["stein"] = taper * control_variate_weight(stein, own.stein)
                 mh = self._prefer_stein(mh, 2 * alpha * (
-                    smp.per_replica(stein - w["stein"] * own.stein) + w["stein"] * big[:, 3]))
-            w["q_hat"] = taper * control_variate_weight(per_sample[1], own.q)
-            qh = 2 * alpha * (smp.per_replica(per_sample[1] - w["q_hat"] * own.q)
-                              + w["q_hat"] * big[:, 1])
+                    smp.per_replica(stein - b * own.stein) + b * big[:, 3]))
+            qh = 2 * alpha * (smp.per_replica(per_sample[1] - b * own.q) + b * big[:, 1])
             # V_hat: mean(fX - b sX) + b mean_big - (1 - b) mean(centre), the centre's
             # zero-mean term (the plain estimator's) weighted by what the steps leave; at
             # b = 1 (the usual case) it drops out and its Newton runs are not made
             fX = self._pair_differences(smp, g)
-            w["V_hat"] = b = taper * control_variate_weight(fX, own.X)
             vterm = (fX - b * own.X).mean(axis=1) + b * big[:, 2]
             if b < 1.0:
                 vterm = vterm - (1.0 - b) * self._centre_jacobian_cv(y1, smp, V_eff).reshape(
