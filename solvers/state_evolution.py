@@ -179,13 +179,14 @@ class MonteCarloOptions:
     #: 16), lowered until the draws fit 128 MiB (channel_integrals.auto_step_log2_n); 0: none
     step_log2_n: int | None = None
     #: where the control variate's step function is taken during the two-level solve's fine
-    #: iterations: "each" (at every evaluation's own point: one pass over those samples per
-    #: evaluation; the map is a function of (m, q, V) alone) or "start" (at the fine level's
-    #: start, so its 2^step_log2_n-sample means are computed once per solve, 36-42 % faster
-    #: at L = 3, 5; the fine fixed point then depends on that start within its Monte-Carlo
-    #: error, so two solves of one point that start apart can differ by that much, more than
-    #: their residuals: not for phase diagrams; docs/theory.md 16.6, docs/performance.md)
-    step_at: str = "each"
+    #: iterations: "start" (at the coarse fixed point the fine level starts from, so its
+    #: 2^step_log2_n-sample means are computed once per solve: 36-42 % faster at L = 3, 5, a
+    #: 32 x 32 diagram ~40 % faster; the map is then a function of (m, q, V) and of that
+    #: coarse fixed point, which is a function of the problem; two solves of one problem that
+    #: are compared share it, shared_cv_reference) or "each" (at every evaluation's own
+    #: point: one pass over those samples per evaluation; the map is a function of (m, q, V)
+    #: alone); docs/theory.md 16.6, docs/performance.md
+    step_at: str = "start"
 
     def __post_init__(self) -> None:
         from .channel_integrals import VHAT_FORMS
@@ -468,12 +469,15 @@ def _known_coarse_point(se: StateEvolution, x: np.ndarray, tol: float):
 
 def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int,
                 coarse_result=None, fine_x0: np.ndarray | None = None,
-                coarse_grad: np.ndarray | None = None, **kw):
+                coarse_grad: np.ndarray | None = None, cv_reference=None, **kw):
     """Fixed point from x0; two-level for RQMC channels (see MonteCarloOptions);
     ``coarse_result``: the coarse level's (SE, report) from x0 when already solved;
     ``fine_x0``: the fine level's start (default: the coarse fixed point); ``coarse_grad``:
     the observable Jacobian at the coarse fixed point when the caller has it
-    (:func:`coarse_level_jacobian`).
+    (:func:`coarse_level_jacobian`); ``cv_reference``: with ``mc.step_at = "start"``, the
+    (m, q, V) at which the fine level takes the control variate's step function (default:
+    the coarse fixed point; a caller that compares two solves of one problem gives both
+    the same, so that both solve one map).
 
     Returns (report, observable Jacobian at the coarse fixed point or None,
     number of coarse iterations).
@@ -491,10 +495,13 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
         grad = coarse_grad if coarse_grad is not None else _observable_jacobian(coarse, rc.x)
         if isinstance(grad, np.ndarray):
             tol = _fine_tolerance(se, coarse, rc.x, grad, tol)
-            # the iterates stay within the coarse level's error of the start: one control
-            # variate (its big sample) for the whole solve, taken there
+            # the iterates stay within the coarse level's error of the coarse fixed point:
+            # one control variate (its big sample) for the whole solve, taken there, not at
+            # the fine start (a sweep's start is shifted by its neighbours: the map would
+            # depend on the path; the coarse fixed point is a function of the problem)
             if se.mc is not None and se.mc.step_at == "start":
-                se.set_control_variate_reference(x_start)
+                se.set_control_variate_reference(rc.x if cv_reference is None
+                                                 else cv_reference)
             rf = solve_fixed_point_quasi_newton(se, x_start, grad[:3], tol=tol, max_iter=12,
                                                 valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
@@ -523,7 +530,8 @@ def _fine_tolerance(se: StateEvolution, coarse: StateEvolution, x: np.ndarray, g
 
 
 def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: float, tol: float,
-                max_iter: int, monitor=None, coarse_result=None, fine_x0=None, coarse_grad=None):
+                max_iter: int, monitor=None, coarse_result=None, fine_x0=None, coarse_grad=None,
+                cv_reference=None):
     """:func:`_solve_once`, safeguarded: Anderson mixing can extrapolate far out of the
     basin when the map is strongly non-linear (e.g. below alpha_interp at small lam,
     where V ~ 1/lam grows over hundreds of iterations), so a failed Anderson solve is
@@ -532,11 +540,11 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
     rep, grad, n_coarse = _solve_once(se, x0, method=method, damping=damping, tol=tol,
                                       max_iter=max_iter, monitor=monitor,
                                       coarse_result=coarse_result, fine_x0=fine_x0,
-                                      coarse_grad=coarse_grad)
+                                      coarse_grad=coarse_grad, cv_reference=cv_reference)
     if rep.converged or method != "anderson":
         return rep, grad, n_coarse, method
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
-                                  max_iter=max_iter, monitor=monitor)
+                                  max_iter=max_iter, monitor=monitor, cv_reference=cv_reference)
     label = f"damped after anderson failed: {rep.summary}"
     if rep2.converged or rep2.residual < rep.residual:
         return rep2, grad2, n_coarse + n2, label
@@ -554,6 +562,26 @@ def unique_fixed_point(problem: Problem) -> str:
     if not penalty.convex_learner():
         return ""
     return f"convex ERM ({getattr(channel, 'name', 'the')} channel, {penalty.describe()})"
+
+
+#: two coarse fixed points of one problem closer than this (relative) share the control
+#: variate's reference (MonteCarloOptions.step_at "start"): their fine solves then solve
+#: one map and can be compared at their residuals.  Beyond it they are distinct fixed points
+#: (typically 0.1-1 apart), and a reference that far off would cost the estimator more
+#: than it saves (at 1e-2 relative offset the spread of prox term - step term is already
+#: 0.9-2.0 of the plain estimator's, docs/theory.md 16.6)
+CV_SHARE_RTOL = 1e-2
+
+
+def shared_cv_reference(a, b) -> np.ndarray | None:
+    """The control variate's reference that the fine solves of two coarse fixed-point
+    reports ``a`` and ``b`` of one problem share: a's fixed point where both converged
+    within CV_SHARE_RTOL (relative) of each other, else None (each its own)."""
+    if a is None or b is None or not (a.converged and b.converged):
+        return None
+    xa, xb = np.asarray(a.x, dtype=float), np.asarray(b.x, dtype=float)
+    dist = float(np.max(np.abs(xa - xb) / np.maximum(np.abs(xa), 1e-12)))
+    return xa if dist <= CV_SHARE_RTOL else None
 
 
 def same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
@@ -695,6 +723,7 @@ def solve_state_evolution(
     x0=None,
     coarse_x=None,
     coarse_jacobian=None,
+    cv_reference=None,
     finite_d: FiniteSizeOptions | None = None,
     finite_size_check: bool = True,
     progress: bool = False,
@@ -725,7 +754,11 @@ def solve_state_evolution(
     coarse solve here, the fine level starts from x0 with the coarse Jacobian at coarse_x
     (RQMC channels with a coarse level only).  ``coarse_jacobian``: with coarse_x, that
     Jacobian when the caller has computed it (:func:`coarse_level_jacobian` at coarse_x, a
-    len(MC_FIELDS) x 3 array): not computed again here.
+    len(MC_FIELDS) x 3 array): not computed again here.  ``cv_reference``: with
+    ``mc.step_at = "start"``, the (m, q, V) at which the fine level takes the control
+    variate's step function (default: the solve's own coarse fixed point); a caller that
+    compares this solve with another of the same problem (a phase diagram's two sweeps)
+    gives both the same, so that they solve one map (:func:`shared_cv_reference`).
 
     ``finite_d`` (:class:`~amp_attention.finite_size.FiniteSizeOptions`) is the
     finite-d prediction mode: the denoiser functionals are averaged over
@@ -772,7 +805,8 @@ def solve_state_evolution(
     opts = {"method": method, "tol": tol, "max_iter": max_iter, "damping": damping,
             "progress": progress,
             "coarse_x": None if coarse_x is None else _checked_coarse_x(se, coarse_x),
-            "coarse_jacobian": coarse_jacobian}
+            "coarse_jacobian": coarse_jacobian,
+            "cv_reference": _checked_cv_reference(se, cv_reference)}
     runs, extra, coarse_only, policy = _run_starts(se, starts, names, unique, policy, opts)
     best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
                                          runs[k][1]["loss"]))
@@ -822,6 +856,20 @@ def _checked_coarse_x(se: StateEvolution, coarse_x) -> np.ndarray:
     return x
 
 
+def _checked_cv_reference(se: StateEvolution, x) -> np.ndarray | None:
+    """cv_reference as a finite (m, q, V) array (None stays None), or ValueError naming it:
+    it needs an RQMC channel solved with mc.step_at = "start"."""
+    if x is None:
+        return None
+    if se.mc is None or se.mc.step_at != "start":
+        raise ValueError("cv_reference needs an RQMC channel solved with mc.step_at = "
+                         "'start' (MonteCarloOptions)")
+    ref = np.asarray(x, dtype=float)
+    if ref.shape != (3,) or not np.all(np.isfinite(ref)):
+        raise ValueError(f"cv_reference must be a finite (m, q, V), got {x!r}")
+    return ref
+
+
 def _checked_coarse_jacobian(coarse_jacobian, coarse_x) -> np.ndarray | None:
     """coarse_jacobian as a len(MC_FIELDS) x 3 array (None stays None), or ValueError naming
     it: it needs coarse_x, the point it was computed at."""
@@ -846,9 +894,16 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
     runs, extra = {}, {}
     coarse_pre, coarse_only = {}, None
     fine_x0 = None
+    coarse_grad = opts.get("coarse_jacobian")
     if opts.get("coarse_x") is not None:
         coarse_pre["warm"] = _known_coarse_point(se, opts["coarse_x"], tol)
         fine_x0 = starts["warm"]
+        if not coarse_pre["warm"][1].converged:
+            # not the coarse fixed point: solve the coarse level from x0 after all (the fine
+            # level's control variate is taken at the coarse fixed point, step_at "start")
+            coarse_pre["warm"] = _coarse_solve(se, starts["warm"], tol=tol, max_iter=max_iter,
+                                               method=method, damping=damping)
+            coarse_grad = None  # the given Jacobian was computed at coarse_x
     if se.mc is not None and len(names) == 2 and not unique:
         for name in names:
             with _progress_monitor(opts["progress"], f"SE, {name} start (coarse)", tol) as monitor:
@@ -866,6 +921,10 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
             policy += (f"; the {coarse_only} start reached the informative start's fixed "
                        f"point on the coarse level (2^{se.mc.coarse_log2_n} points per "
                        "replica), so only the informative one was refined")
+    cv_reference = opts.get("cv_reference")
+    if cv_reference is None and coarse_only is None and len(coarse_pre) == 2:
+        cv_reference = shared_cv_reference(*(None if coarse_pre[n] is None else coarse_pre[n][1]
+                                             for n in names))
     for name in names:
         if name == coarse_only:
             continue
@@ -881,7 +940,8 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
                                                     monitor=monitor,
                                                     coarse_result=coarse_pre.get(name),
                                                     fine_x0=fine_x0,
-                                                    coarse_grad=opts.get("coarse_jacobian"))
+                                                    coarse_grad=coarse_grad,
+                                                    cv_reference=cv_reference)
         runs[name] = (rep, _assemble(se, rep, name))
         # the control variate's reference of this start's map (its fields were assembled
         # with it; the diagnostics of the reported start are computed with it again)

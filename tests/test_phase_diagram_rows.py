@@ -106,17 +106,34 @@ def test_a_resumed_row_recomputes_only_the_missing_points_identically(diagram, t
 def test_down_branch_is_refined_where_the_coarse_points_differ(tmp_path, monkeypatch):
     """Where the coarse branches differ (forced here), the down branch gets a fine solve of
     its own; on this single-fixed-point problem it reaches the up branch's values within
-    the two solves' tolerances."""
+    the two solves' tolerances.  Its fine level solves the up branch's map (the control
+    variate taken at the up branch's coarse fixed point, step_at "start"), so the two are
+    compared at their residuals and the point is converged, not "unresolved"."""
     monkeypatch.setattr(pd, "same_fixed_point", lambda a, b, tol: False)
+    calls = []
+    real = pd.solve_state_evolution
+
+    def recorded(problem, **kw):
+        calls.append((problem.alpha, kw))
+        return real(problem, **kw)
+
+    monkeypatch.setattr(pd, "solve_state_evolution", recorded)
     plan = PhaseDiagramPlan(PROBLEM, (0.3, 0.5), (0.1,), tol=1e-8, mc=MC)
+    assert MC.step_at == "start"
     meta = run_phase_diagram(plan, tmp_path / "pd", workers=0)
-    assert meta["computed"] == 4
+    assert meta["computed"] == 4 and meta["n_converged"] == 2
+    assert meta["status"] == [["converged"], ["converged"]]
     recs = _records(tmp_path / "pd", plan)
     for i in range(2):
         up, down = recs[(0, "up", i)], recs[(0, "down", i)]
         assert down["level"] == "fine" and down["converged"] and down["iterations"] >= 1
         for f in ("m", "q", "V"):
             assert down[f] == pytest.approx(up[f], rel=1e-3)
+    assert len(calls) == 4
+    for alpha in plan.alphas:
+        up_kw, down_kw = (kw for a, kw in calls if a == alpha)
+        assert "cv_reference" not in up_kw  # its own coarse fixed point
+        np.testing.assert_array_equal(down_kw["cv_reference"], up_kw["coarse_x"])
 
 
 def test_coarse_x_needs_x0_and_a_coarse_level():

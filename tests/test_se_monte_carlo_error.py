@@ -425,10 +425,9 @@ def test_control_variate_at_a_reference_point_is_exact_and_computed_once():
 
 
 def test_two_level_solve_takes_the_control_variate_once_at_its_start(monkeypatch):
-    """MonteCarloOptions.step_at: "start" passes over the control variate's big sample once
-    per fine solve, "each" (default) once per fine evaluation; both solve their own map
-    (residual within the fine tolerance) and agree within their Monte-Carlo errors.  A phase
-    diagram refuses "start" (its sweeps are compared point by point at their residuals)."""
+    """MonteCarloOptions.step_at: "start" (default) passes over the control variate's big
+    sample once per fine solve, "each" once per fine evaluation; both solve their own map
+    (residual within the fine tolerance) and agree within their Monte-Carlo errors."""
     from amp_attention.solvers.channel_integrals import MonteCarloChannel
 
     passes = []
@@ -455,11 +454,43 @@ def test_two_level_solve_takes_the_control_variate_once_at_its_start(monkeypatch
                                                                     b.mc_stderr[k]), k
     with pytest.raises(ValueError, match="step_at"):
         MonteCarloOptions(step_at="middle")
-    assert MonteCarloOptions().step_at == "each"
-    from amp_attention.experiments.phase_diagram import PhaseDiagramPlan
+    assert MonteCarloOptions().step_at == "start"
 
-    with pytest.raises(ValueError, match="step_at must be 'each' in a phase diagram"):
-        PhaseDiagramPlan(p, (0.3, 0.5), (0.1,), mc=MonteCarloOptions(step_at="start"))
+
+def test_control_variate_reference_is_the_coarse_fixed_point_not_the_fine_start():
+    """With step_at "start" the fine level's map is fixed by the coarse fixed point, not by
+    where the fine level starts: a phase diagram's sweep starts each refinement at the coarse
+    point shifted by its neighbour's (fine - coarse), so a reference at the start would make
+    a point's value depend on the path by its Monte-Carlo error (measured: 0.5 % on a 4-point
+    diagram).  Two fine solves from starts 3 % apart end within what their residuals allow
+    (same_fixed_point), far closer than the Monte-Carlo error; a reference given explicitly
+    (cv_reference) moves the fixed point by less than that error; and cv_reference is
+    refused where it means nothing."""
+    from amp_attention.solvers.state_evolution import (same_fixed_point, solve_coarse_level,
+                                                       StateEvolution)
+
+    p = Problem(Task("softmax", L=2, noise=0.5, noise_at="logit"), WishartTarget(0.5),
+                Learner(1.0, 0.05), alpha=0.4)
+    mc = MonteCarloOptions(log2_n=10, replicas=4, coarse_log2_n=7, step_log2_n=12)
+    rc = solve_coarse_level(StateEvolution(p, mc), np.array([0.5, 0.4, 1.0]), tol=1e-9,
+                            max_iter=300)
+    assert rc.converged
+    runs = [solve_state_evolution(p, x0=rc.x * f, coarse_x=rc.x, mc=mc)
+            for f in (1.0, np.array([1.03, 0.97, 1.03]))]
+    assert all(r.converged for r in runs)
+    xa, xb = (np.array([r.m, r.q, r.V]) for r in runs)
+    err = np.array([runs[0].mc_stderr[k] for k in ("m", "q", "V")])
+    assert same_fixed_point(xa, xb, max(r.residual for r in runs))
+    assert np.all(np.abs(xa - xb) < 0.1 * err), (xa - xb, err)
+    moved = solve_state_evolution(p, x0=rc.x, coarse_x=rc.x, mc=mc, cv_reference=xa)
+    xm = np.array([moved.m, moved.q, moved.V])
+    assert np.all(np.abs(xm - xa) <= 2 * err), (xm - xa, err)
+    with pytest.raises(ValueError, match="cv_reference must be a finite"):
+        solve_state_evolution(p, x0=rc.x, coarse_x=rc.x, mc=mc, cv_reference=(1.0, 2.0))
+    with pytest.raises(ValueError, match="cv_reference needs"):
+        solve_state_evolution(p, x0=rc.x, coarse_x=rc.x, cv_reference=xa,
+                              mc=MonteCarloOptions(log2_n=10, replicas=4, coarse_log2_n=7,
+                                                   step_log2_n=12, step_at="each"))
 
 
 def test_stein_form_of_m_hat_is_blended_out_continuously():

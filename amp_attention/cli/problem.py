@@ -143,14 +143,14 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
                         "(prox - steps) on the 2^M; 0 switches it off (default: min(M + 3, "
                         "16), lowered until the draws fit 128 MiB; the softmax channel, where "
                         "the steps' I + V H stays positive definite at every sample)")
-    g.add_argument("--mc-step-at", choices=("each", "start"), default="each",
+    g.add_argument("--mc-step-at", choices=("start", "each"), default="start",
                    help="where the fine level's iterations take that control variate's steps: "
-                        "each = at every iterate (one pass over the 2^S per iteration); "
-                        "start = at the fine level's starting point, its 2^S-sample means "
-                        "computed once per solve: 36-42 %% faster at L = 3, 5, the test "
-                        "error's error unchanged, V_hat's up to 1.5x larger, and the fixed "
-                        "point depends on the start within its Monte-Carlo error (not for "
-                        "phase diagrams) (default: each)")
+                        "start = at the coarse fixed point the fine level starts from, its "
+                        "2^S-sample means computed once per solve (36-42 %% faster at L = 3, "
+                        "5, ~40 %% on a phase diagram; the test error's error unchanged, "
+                        "V_hat's up to 1.5x larger at L = 5; two solves of one point that "
+                        "are compared, a diagram's two sweeps, share it); each = at every "
+                        "iterate (one pass over the 2^S per iteration) (default: start)")
 
 
 def read_target_file(path: Path):

@@ -41,6 +41,7 @@ import numpy as np
 
 from amp_attention.solvers.state_evolution import (COARSE_TOL, MonteCarloOptions,
                                                    StateEvolution, same_fixed_point,
+                                                   shared_cv_reference,
                                                    coarse_level_jacobian, solve_coarse_level,
                                                    solve_state_evolution,
                                                    unique_fixed_point)
@@ -112,11 +113,6 @@ class PhaseDiagramPlan:
             raise ValueError("alphas must be strictly increasing")
         if not (math.isfinite(self.tol) and self.tol > 0):
             raise ValueError(f"tol must be in (0, inf), got {self.tol!r}")
-        if self.mc is not None and self.mc.step_at != "each":
-            # the two sweeps' fixed points of a point are compared at their residuals: that
-            # needs one map per point, not one per fine level's start
-            raise ValueError(f"step_at must be 'each' in a phase diagram (the up and down "
-                             f"sweeps are compared point by point), got {self.mc.step_at!r}")
         if int(self.max_iter) != self.max_iter or self.max_iter < 1:
             raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}")
 
@@ -306,6 +302,10 @@ def _row_point(plan: PhaseDiagramPlan, store: Checkpoints, j: int, direction: st
                     "iterations_coarse": rc.iterations, "seconds": 0.0, "status": status}
     problem = plan.at(i, j)
     kw = dict(tol=plan.tol, max_iter=plan.max_iter, mc=plan.mc, finite_size_check=False)
+    if direction == "down" and plan.mc is not None and plan.mc.step_at == "start":
+        # the two branches' fixed points are compared at their residuals: near the up
+        # branch's, the down branch's fine level solves the up branch's map
+        kw["cv_reference"] = shared_cv_reference(rc_up, rc)
     r = None
     if rc.converged:
         start = rc.x if shift is None else rc.x + shift
