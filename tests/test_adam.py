@@ -37,6 +37,7 @@ def test_elementwise_adam_reaches_the_ridge_optimum():
     assert abs(run.objective - R_star) <= 1e-6 * R_star
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_minibatch_adam_gets_close_and_gd_descends():
     p, data, R_star = _linear(Learner(1.0, 0.1))
     W0 = 0.3 * np.random.default_rng(2).standard_normal((D, D))

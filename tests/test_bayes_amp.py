@@ -27,7 +27,8 @@ D = 384
 FRESH = 2
 
 
-@pytest.mark.parametrize("name", ["linear_a0.15", "softmax_a0.05"])
+@pytest.mark.parametrize("name", [pytest.param("linear_a0.15", marks=pytest.mark.slow),
+                                  "softmax_a0.05"])
 def test_bo_amp_tracks_the_se(name):
     record = json.loads(RECORD.read_text())
     case = record["cases"][name]

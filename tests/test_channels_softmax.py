@@ -383,7 +383,7 @@ def _start_softmax(y, omega):
 # softmax-specific start on every sample of this fixed draw.
 @pytest.mark.parametrize("jac,start,tols", [
     (_jac_softmax, _start_softmax, (1e-12, 1e-8, 1e-9, 1e-7)),
-    (None, None, (1e-8, 1e-5, 1e-7, 1e-4)),
+    pytest.param(None, None, (1e-8, 1e-5, 1e-7, 1e-4), marks=pytest.mark.slow),
 ], ids=["with-jac", "finite-differences-default-start"])
 def test_custom_channel_reproduces_softmax(jac, start, tols):
     tol_g, tol_H, tol_u, tol_t = tols

@@ -302,6 +302,7 @@ def test_spectrum_theory_only_writes_csv_and_figure(capsys, tmp_path: Path) -> N
     assert not (tmp_path / "s" / "runs").exists()
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_spectrum_simulate_reports_kolmogorov_distances_and_resumes(capsys, tmp_path: Path) -> None:
     argv = ["spectrum", "--simulate", "--d", "16", "20", "--noise", "0.1", "--lam", "0.05",
             "--out", str(tmp_path / "s")]
@@ -703,6 +704,7 @@ def test_quickstart_figure_is_ready_for_a_paper(monkeypatch, tmp_path: Path) -> 
     assert note.get_window_extent(renderer).y1 <= legend.y0 + 1
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_phase_diagram_bayes_ratios(capsys, tmp_path: Path) -> None:
     """--bayes: one BO solve per alpha; ERM / BO >= 1 wherever defined (ERM cannot beat
     the posterior mean), undefined past the BO perfect-recovery threshold 0.375

@@ -74,6 +74,7 @@ def test_cli_dtype_flag(capsys):
     assert '"dtype": "float32"' in capsys.readouterr().out
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_validation_and_spectrum_runs_record_their_dtype_and_are_not_mixed(tmp_path):
     import dataclasses
 

@@ -163,7 +163,7 @@ def _g_mean_attention(h):
     return out
 
 
-@pytest.mark.parametrize("kind", ["seq2lab", "custom"])
+@pytest.mark.parametrize("kind", ["seq2lab", pytest.param("custom", marks=pytest.mark.slow)])
 def test_seq2lab_and_user_channels_reach_erm_stationary_points(kind):
     """GAMP runs with every channel object: seq2lab, and a user-defined output
     function (Numba, finite-difference Jacobian) that is seq2lab at beta = 1 --

@@ -102,6 +102,7 @@ def test_interpolation_threshold_of_the_papers_figure_2() -> None:
     assert abs(threshold("logit") - 0.15085) < 1e-4
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_erm_data_follow_the_se_of_their_own_noise_model() -> None:
     """ERM's data generation and the SE use the same logit_goe model: softmax L = 2,
     beta = 1, kappa0 = 0.5, Delta = 0.5, lam = 0.05, alpha = 0.5.  ERM at d = 48 (6 seeds)

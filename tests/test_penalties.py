@@ -150,6 +150,7 @@ def test_symmetric_erm_apg_and_lbfgs_over_u_v_reach_the_same_convex_optimum():
     assert np.min(np.linalg.eigvalsh(a.S)) < -1e-3  # genuinely non-PSD
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_symmetric_adam_on_u_v_reaches_the_erm_optimum():
     p, data = _linear_symmetric()
     erm = direct_erm(p, 24, 0, data=data, tol=1e-11, max_iter=50000)

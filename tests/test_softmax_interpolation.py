@@ -33,7 +33,8 @@ def _erm_train(alpha, lam, d=40):
     return st.mean["train_error"]
 
 
-@pytest.mark.parametrize("train", [_se_train, _erm_train], ids=["SE", "ERM d=40"])
+@pytest.mark.parametrize("train", [_se_train, pytest.param(_erm_train, marks=pytest.mark.slow)],
+                         ids=["SE", "ERM d=40"])
 def test_train_error_vanishes_with_lam_below_the_threshold_only(train):
     below = train(0.1, 1e-3) / train(0.1, 1e-4)
     above = train(0.4, 1e-3) / train(0.4, 1e-4)

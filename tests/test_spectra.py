@@ -80,6 +80,7 @@ def test_cdf_of_w_counts_structural_zeros():
         assert pred.cdf_W(s, 200, 100) == pytest.approx(2 * pred.cdf_S(s * s) - 1, abs=1e-12)
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_adam_spectra_match_the_prediction_and_resume(tmp_path):
     """Small d (fast): Adam-trained spectra at d = 24, 40 lie within a few 1/d of the
     SE law, their distance shrinks with d, and a rerun trains nothing."""

@@ -56,6 +56,7 @@ def problems():
     return _problems()
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_state_evolution_of_a_user_channel_matches_the_closed_form(problems):
     user, builtin = problems
     got = solve_state_evolution(user, mc=MonteCarloOptions(log2_n=10, replicas=8, seed=1, coarse_log2_n=10),

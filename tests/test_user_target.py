@@ -27,7 +27,8 @@ def test_user_target_round_trips_through_its_json_form():
     assert _problem().to_dict()["target"] == {"kind": "uniform", "a": 0.0, "b": 2.0}
 
 
-@pytest.mark.parametrize("parameterisation", ["factorised", "symmetric"])
+@pytest.mark.parametrize("parameterisation", ["factorised",
+                                              pytest.param("symmetric", marks=pytest.mark.slow)])
 def test_user_target_se_agrees_with_erm_and_adam(parameterisation):
     """SE against ERM over 4 seeds at d = 48 and Adam on one: the matrix MSE within the
     seed spread plus a finite-size allowance of 3 x (the d = 48 to 64 change seen for the

@@ -15,6 +15,7 @@ PLAN = ValidationPlan(
     alphas=(0.3, 0.6), ds=(16, 24), seeds=2, adam=AdamOptions(lr=0.03), theory_points=5)
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_validation_writes_table_figure_and_resumes(tmp_path):
     first = run_validation(PLAN, tmp_path)
     assert first["trained"] == 8 and first["all_converged"]
@@ -57,6 +58,7 @@ def test_bad_theory_points_are_refused(points):
     assert ValidationPlan(PLAN.problem, alphas=(0.5,), ds=(16,), theory_points=2.0).theory_points == 2
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_per_alpha_seed_counts(tmp_path):
     plan = ValidationPlan(PLAN.problem, alphas=(0.3, 0.6), ds=(12, 16), seeds=(3, 1),
                           adam=AdamOptions(lr=0.03), theory_points=2)
@@ -79,6 +81,7 @@ def test_equal_precision_seed_scaling():
         ValidationPlan(PLAN.problem, alphas=(0.3,), ds=(12,), seed_scaling="linear")
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_dask_local_cluster_and_process_pool_match_the_in_process_run(tmp_path):
     """The runs of a validation sweep are independent tasks (amp_attention.runner): a local
     process pool and a Dask LocalCluster give the in-process result, bit for bit."""
@@ -99,6 +102,7 @@ def test_dask_local_cluster_and_process_pool_match_the_in_process_run(tmp_path):
         assert other["table"] == ref["table"] and other["fits"] == ref["fits"]
 
 
+@pytest.mark.slow  # ~20-40 s on a slow 2-core machine: the default run stays under 15 min
 def test_validation_figure_is_labelled_and_keeps_the_d_apart(tmp_path):
     """issue 16, item 9: symbol y labels, the parameters in the title, and the points of
     different d side by side at each alpha (no error bar hidden behind another)."""
