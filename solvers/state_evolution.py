@@ -579,16 +579,21 @@ def shared_cv_reference(a, b) -> np.ndarray | None:
     within CV_SHARE_RTOL (relative) of each other, else None (each its own)."""
     if a is None or b is None or not (a.converged and b.converged):
         return None
-    xa, xb = np.asarray(a.x, dtype=float), np.asarray(b.x, dtype=float)
-    dist = float(np.max(np.abs(xa - xb) / np.maximum(np.abs(xa), 1e-12)))
-    return xa if dist <= CV_SHARE_RTOL else None
+    xa = np.asarray(a.x, dtype=float)
+    return xa if relative_distance(xa, b.x) <= CV_SHARE_RTOL else None
+
+
+def relative_distance(a, b) -> float:
+    """max_i |a_i - b_i| / max(|a_i|, 1e-12): the distance of two points (m, q, V) relative
+    to the first."""
+    a = np.asarray(a, dtype=float)
+    return float(np.max(np.abs(a - np.asarray(b, dtype=float)) / np.maximum(np.abs(a), 1e-12)))
 
 
 def same_fixed_point(a: np.ndarray, b: np.ndarray, tol: float) -> bool:
     """Two fixed points (m, q, V) of the same map solved to ``tol``: relative distance
     (to a) at most 1e3 tol + 1e-7 (metastability is its negation)."""
-    diff = np.max(np.abs(np.asarray(a) - np.asarray(b)) / np.maximum(np.abs(np.asarray(a)), 1e-12))
-    return bool(diff <= 1e3 * tol + 1e-7)
+    return relative_distance(a, b) <= 1e3 * tol + 1e-7
 
 
 V_ELIMINATED_MAX_ITER = 40

@@ -40,8 +40,8 @@ from typing import Callable, Iterable
 import numpy as np
 
 from amp_attention.solvers.state_evolution import (COARSE_TOL, MonteCarloOptions,
-                                                   StateEvolution, same_fixed_point,
-                                                   shared_cv_reference,
+                                                   StateEvolution, relative_distance,
+                                                   same_fixed_point, shared_cv_reference,
                                                    coarse_level_jacobian, solve_coarse_level,
                                                    solve_state_evolution,
                                                    unique_fixed_point)
@@ -441,7 +441,7 @@ def assemble(plan: PhaseDiagramPlan, out: Path, thresholds: dict | None = None) 
                 status[i, j] = "converged"
                 if len(ok) == 2:
                     a, b = (np.array([r[k] for k in ("m", "q", "V")]) for r in ok)
-                    dist = float(np.max(np.abs(a - b) / np.maximum(np.abs(a), 1e-12)))
+                    dist = relative_distance(a, b)
                     verdict = _branches(plan, ok, dist, unique)
                     if verdict == "two":
                         hysteresis[i, j] = True
