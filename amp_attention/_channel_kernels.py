@@ -180,6 +180,25 @@ def work_size(L: int) -> int:
     return 3 * L * L + L * L * L
 
 
+@njit(cache=True, nogil=True)
+def _symmetric_h_chunk(lo, hi, U, ka, kb, tau, L, H):
+    Hf = H.reshape(H.size)
+    u = np.empty(U.shape[1])
+    for i in range(lo, hi):
+        for k in range(U.shape[1]):
+            u[k] = U[i, k]
+        _h_from_u_flat(u, ka, kb, tau, L, Hf, i * L * L)
+
+
+def symmetric_h_batch(U, ka, kb, tau, L):
+    """(n, L, L) symmetric h, h_ab = h_ba = tau_k u_k, of the rows of U (n, K) (the flat
+    helper every evaluator uses), rows split over threads (:func:`_threaded_rows`)."""
+    H = np.empty((U.shape[0], L, L))
+    _threaded_rows(U.shape[0], lambda lo, hi: _symmetric_h_chunk(lo, hi, U, ka, kb, tau, L, H),
+                   chunk=_CHUNK_OUT)
+    return H
+
+
 # ------------------------------------------------------------------ evaluators
 @njit(cache=True, inline="always")
 def _row_softmax_work(u, beta, ka, kb, tau, work):
@@ -588,6 +607,11 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
     u = np.empty(K)
     us = np.empty(K)
     y = np.empty(M)
+    softmax = par[1] == SOFTMAX
+    beta = par[0]
+    idx = np.empty(L * L, dtype=np.int64)
+    _pair_index(ka, kb, L, idx)
+    hs = np.empty(2 * L * L)
     for i in range(lo, hi):
         for k in range(K):
             u[k] = U[i, k]
@@ -595,7 +619,17 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
         for m in range(M):
             y[m] = Y[i, m]
         _evalf(u, y, par, ka, kb, tau, 2, work, grad, H)
-        out[i] = _stein_trace(u, us, Hf, V, par, ka, kb, tau, work, Jh, Js, D, aug)
+        if softmax:
+            # [I + V H | J(u)^T J(u*)] from the row softmaxes (the evaluator's A at u)
+            _h_from_u_flat(us, ka, kb, tau, L, hs, 0)
+            _softmax_rows_flat(beta, L, hs, 0, hs, L * L)
+            _softmax_jtj(work, L * L, hs, L * L, beta, L, idx, tau, aug, K)
+            for a in range(K):
+                for b in range(K):
+                    aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
+            out[i] = _trace_of_solution(aug)
+        else:
+            out[i] = _stein_trace(u, us, Hf, V, par, ka, kb, tau, work, Jh, Js, D, aug)
 
 
 def stein_traces_builtin(Y, U, Ustar, V, par, ka, kb, tau, wsize):
@@ -1251,28 +1285,40 @@ def _floored_cholesky(M, floor, C):
 
 
 @njit(cache=True, inline="always")
-def _spd_inverse(C, W, P):
-    """P = (C C^T)^-1 from the lower Cholesky factor C (W: scratch, W = C^-1); returns
-    tr P = ||C^-1||_F^2."""
+def _lower_inverse_t(C, Wt):
+    """Wt = (C^-1)^T from the lower Cholesky factor C (Wt upper triangular, its rows the
+    columns of C^-1, so that both inner loops below run along rows); returns
+    tr (C C^T)^-1 = ||C^-1||_F^2."""
     K = C.shape[0]
+    fro = 0.0
     for j in range(K):
-        W[j, j] = 1.0 / C[j, j]
+        for i in range(j):
+            Wt[j, i] = 0.0
+        Wt[j, j] = 1.0 / C[j, j]
         for i in range(j + 1, K):
             t = 0.0
             for p in range(j, i):
-                t -= C[i, p] * W[p, j]
-            W[i, j] = t / C[i, i]
-        for i in range(j):
-            W[i, j] = 0.0
-    tr = 0.0
+                t -= C[i, p] * Wt[j, p]
+            Wt[j, i] = t / C[i, i]
+        for i in range(j, K):
+            fro += Wt[j, i] * Wt[j, i]
+    return fro
+
+
+@njit(cache=True, inline="always")
+def _spd_inverse(C, W, P):
+    """P = (C C^T)^-1 from the lower Cholesky factor C (W: scratch, W = (C^-1)^T); returns
+    tr P = ||C^-1||_F^2."""
+    K = C.shape[0]
+    tr = _lower_inverse_t(C, W)
+    # P_ab = sum_p (C^-1)_pa (C^-1)_pb, p >= max(a, b)
     for a in range(K):
         for b in range(a, K):
             t = 0.0
             for p in range(b, K):
-                t += W[p, a] * W[p, b]
+                t += W[a, p] * W[b, p]
             P[a, b] = t
             P[b, a] = t
-        tr += P[a, a]
     return tr
 
 
@@ -1291,6 +1337,44 @@ def _trace_inverse_times(P, Jh, Js, K, M):
                 t += Js[m * K + k] * P[k, k2]
             tr += jv * t
     return tr
+
+
+@njit(cache=True, inline="always")
+def _pair_index(ka, kb, L, idx):
+    """idx[a L + c] = k with {ka[k], kb[k]} = {a, c}: the u-coordinate that moves h_ac."""
+    for k in range(ka.size):
+        idx[ka[k] * L + kb[k]] = k
+        idx[kb[k] * L + ka[k]] = k
+
+
+@njit(cache=True, inline="always")
+def _softmax_jtj(w, ao, A2, o2, beta, L, idx, tau, X, co):
+    """X[:, co:co + K] = J(u)^T J(u*) (K x K) of the softmax output g = softmax_rows(beta h)
+    without forming the (L^2 x K) Jacobians: with A (at u, w[ao:]) and A* (at u*, A2[o2:])
+    the row softmaxes, J's row block a is B_a T_a, B_a[b, c] = beta A_ab (delta_bc - A_ac)
+    and T_a[c, k] = tau_k [k = idx(a, c)], so X = sum_a T_a^T B_a^T B*_a T_a with
+    (B^T B*)_cd = beta^2 A_c A*_d (s - A*_c - A_d) + delta_cd beta^2 A_c A*_c, s = A . A*
+    (O(L^3) a sample against O(L^2 K^2) for the Jacobians' product)."""
+    K = tau.size
+    b2 = beta * beta
+    for k in range(K):
+        for k2 in range(K):
+            X[k, co + k2] = 0.0
+    for a in range(L):
+        r = ao + a * L
+        r2 = o2 + a * L
+        s = 0.0
+        for b in range(L):
+            s += w[r + b] * A2[r2 + b]
+        for c in range(L):
+            k = idx[a * L + c]
+            Ac = w[r + c]
+            Asc = A2[r2 + c]
+            f = b2 * tau[k] * Ac
+            for d in range(L):
+                k2 = idx[a * L + d]
+                X[k, co + k2] += f * tau[k2] * A2[r2 + d] * (s - Asc - w[r + d])
+            X[k, co + k] += f * tau[k] * Asc
 
 
 #: the floor of the eigenvalues of I + V H in the control variate's Newton steps
@@ -1325,6 +1409,12 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, floor, par, ka, kb, tau,
     # count on it, which the threads contend for
     y = np.empty(Y.shape[1])
     e = np.empty(K)
+    softmax = par[1] == SOFTMAX
+    beta = par[0]
+    idx = np.empty(L * L, dtype=np.int64)
+    _pair_index(ka, kb, L, idx)
+    hs = np.empty(2 * L * L)
+    X = np.empty((K, K))
     for i in range(lo, hi):
         for k in range(K):
             u[k] = Omega[i, k]
@@ -1347,10 +1437,21 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, floor, par, ka, kb, tau,
                 # step's (floored) matrix
                 for k in range(K):
                     us[k] = Ustar[i, k]
-                _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
-                _output_jacobian_builtin(us, par, ka, kb, tau, work, Js, D)
                 _spd_inverse(C, W, P)
-                ST[i] = _trace_inverse_times(P, Jh, Js, K, Mo)
+                if softmax:
+                    # the evaluator left A = softmax_rows(beta h(omega)) at work[L^2:]
+                    _h_from_u_flat(us, ka, kb, tau, L, hs, 0)
+                    _softmax_rows_flat(beta, L, hs, 0, hs, L * L)
+                    _softmax_jtj(work, L * L, hs, L * L, beta, L, idx, tau, X, 0)
+                    tr = 0.0
+                    for a in range(K):
+                        for b in range(K):
+                            tr += P[a, b] * X[b, a]
+                    ST[i] = tr
+                else:
+                    _output_jacobian_builtin(u, par, ka, kb, tau, work, Jh, D)
+                    _output_jacobian_builtin(us, par, ka, kb, tau, work, Js, D)
+                    ST[i] = _trace_inverse_times(P, Jh, Js, K, Mo)
             _chol_solve_neg(C, grad, x)
             for k in range(K):
                 u[k] += x[k]
@@ -1366,7 +1467,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, floor, par, ka, kb, tau,
             for k in range(K):
                 quad -= e[k] * x[k]
                 ee += e[k] * e[k]
-            CV[i] = (quad - _spd_inverse(C, W, P) - (ee - K)) / V
+            CV[i] = (quad - _lower_inverse_t(C, W) - (ee - K)) / V
 
 
 @njit(cache=True, nogil=True)
@@ -1547,16 +1648,17 @@ _ROW_POOLS: dict = {}
 _ROW_POOLS_LOCK = threading.Lock()
 
 
-def _threaded_rows(n: int, run_rows) -> None:
+def _threaded_rows(n: int, run_rows, chunk: int = _CHUNK) -> None:
     """``run_rows(lo, hi)`` (a nogil kernel writing rows lo..hi-1 of shared outputs) over all
-    n rows, on as many threads as Numba may use (amp_attention.threads sets that)."""
+    n rows, on as many threads as Numba may use (amp_attention.threads sets that), at least
+    ``chunk`` rows a thread."""
     from numba import get_num_threads
 
-    workers = min(get_num_threads(), max(1, n // _CHUNK))
+    workers = min(get_num_threads(), max(1, n // chunk))
     if workers <= 1:
         run_rows(0, n)
         return
-    edges = np.linspace(0, n, workers * _BLOCKS_PER_THREAD + 1).astype(np.int64)
+    edges = np.linspace(0, n, min(n, workers * _BLOCKS_PER_THREAD) + 1).astype(np.int64)
     blocks = [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:]) if b > a]
     # one task per thread, each taking the next block in turn (itertools.count's next is
     # atomic under the GIL): a submit per block cost ~12 us each
@@ -1582,6 +1684,18 @@ def _threaded_rows(n: int, run_rows) -> None:
         for f in futures:
             if not f.cancelled():
                 f.exception()
+
+
+def threaded_tasks(n: int, task) -> None:
+    """``task(i)`` for i = 0..n-1 on the row threads (:func:`_threaded_rows`, one row a task):
+    for work that releases the GIL in coarse pieces (NumPy and SciPy kernels)."""
+    from numba import get_num_threads
+
+    if min(get_num_threads(), n) <= 1:
+        for i in range(n):
+            task(i)
+        return
+    _threaded_rows(n, lambda lo, hi: [task(i) for i in range(lo, hi)], chunk=1)
 
 
 # ---------------------------------------------------- user-defined channels

@@ -16,6 +16,27 @@ def test_sobol_normals_are_standard_normal_and_reproducible():
     assert not np.array_equal(g[0], g[1])
 
 
+def test_sobol_replicas_do_not_depend_on_the_thread_count():
+    """The replicas are drawn on the row threads; each is its own seed's scrambled net,
+    equal to scipy's serial draw of that seed whichever thread count ran it."""
+    from numba import get_num_threads, set_num_threads
+    from scipy.special import ndtri
+    from scipy.stats import qmc
+
+    from amp_attention.solvers.channel_integrals import _sobol_normals
+
+    seeds = np.random.SeedSequence(7).spawn(5)
+    want = np.stack([ndtri(qmc.Sobol(d=3, scramble=True, seed=np.random.default_rng(s))
+                           .random_base2(9)) for s in seeds])
+    before = get_num_threads()
+    try:
+        for threads in (1, min(2, before)):
+            set_num_threads(threads)
+            assert np.array_equal(_sobol_normals(3, 9, 5, 7), want)
+    finally:
+        set_num_threads(before)
+
+
 @pytest.mark.parametrize("L", [1, 2])
 def test_monte_carlo_reproduces_the_linear_closed_forms(L):
     """The generic RQMC path (prox, g_out, trace term, train/test terms) applied to

@@ -78,7 +78,8 @@ def test_fused_centre_control_variate_equals_the_composed_one(kind, L):
     assert np.allclose(fused, composed, rtol=1e-11, atol=1e-12)
 
 
-@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 2), ("seq2lab", 4)])
+@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("softmax", 5), ("seq2lab", 2),
+                                    ("seq2lab", 4)])
 def test_fused_stein_traces_equal_the_composed_ones(kind, L):
     """The fused Stein traces tr[(I + V H(u))^-1 J(u)^T J(u*)] equal the ones composed from
     output_jacobian (checked against finite differences of the outputs here) and

@@ -340,7 +340,9 @@ def u_coordinates(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def symmetric_h(U: np.ndarray, ka: np.ndarray, kb: np.ndarray, tau: np.ndarray, L: int) -> np.ndarray:
     """(n, K) u-coordinates -> (n, L, L) symmetric h with h_ab = h_ba = tau_k u_k
     (docs/theory.md "Why the problem is a GLM")."""
-    H = np.empty((U.shape[0], L, L))
-    H[:, ka, kb] = U * tau
-    H[:, kb, ka] = U * tau
-    return H
+    from .._channel_kernels import symmetric_h_batch  # compiled; imported on first use
+
+    U = np.ascontiguousarray(U, dtype=np.float64)
+    return symmetric_h_batch(U, np.ascontiguousarray(ka, dtype=np.int64),
+                             np.ascontiguousarray(kb, dtype=np.int64),
+                             np.ascontiguousarray(tau, dtype=np.float64), int(L))
