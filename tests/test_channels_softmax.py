@@ -117,7 +117,8 @@ def floored(M: np.ndarray, floor: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize("beta", [0.5, 1.0, 3.0])
-@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("seq2lab", 2), ("seq2lab", 3)])
+@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 3), ("softmax", 5), ("seq2lab", 2),
+                                    ("seq2lab", 3)])
 def test_gradient_and_hessian_match_finite_differences(kind, L, beta):
     ch = channel_for(Task(kind, L=L, beta=beta))
     rng = np.random.default_rng(L + int(10 * beta))
@@ -540,3 +541,14 @@ def test_certified_prox_is_the_global_minimiser(V):
         assert ok.all()
         np.testing.assert_allclose(u, px.uhat, rtol=1e-7, atol=1e-8)
         assert np.all(F >= px.objective - 1e-12 * (1 + np.abs(px.objective)))
+
+
+def test_pair_index_inverts_the_u_coordinates():
+    """_pair_k(a, c, L), the closed form the compiled softmax Hessian and Stein trace use,
+    is the k with {ka[k], kb[k]} = {a, c} of u_coordinates, for every pair and both orders."""
+    from amp_attention.channels.base import u_coordinates
+
+    for L in range(1, 9):
+        ka, kb, _ = u_coordinates(L)
+        got = [(ck._pair_k(int(a), int(b), L), ck._pair_k(int(b), int(a), L)) for a, b in zip(ka, kb)]
+        assert got == [(k, k) for k in range(ka.size)]
