@@ -712,6 +712,42 @@ def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _test_train_chunk(lo, hi, Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize, out):
+    K = Ustar.shape[1]
+    M = Y.shape[1]
+    work = np.empty(wsize)
+    u = np.empty(K)
+    g = np.empty(M)
+    t = np.empty(M)
+    for i in range(lo, hi):
+        for k in range(K):
+            u[k] = Ustar[i, k]
+        _outputs_builtin(u, par, ka, kb, tau, work, t)
+        for k in range(K):
+            u[k] = a * Ustar[i, k] + sc * Z[i, k]
+        _outputs_builtin(u, par, ka, kb, tau, work, g)
+        st = 0.0
+        sy = 0.0
+        for m in range(M):
+            r = t[m] - g[m]
+            st += r * r
+            r = Y[i, m] - g[m]
+            sy += r * r
+        out[i, 0] = st
+        out[i, 1] = sy
+
+
+def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
+    """Per row (||g(h(u*)) - g(h(omega))||^2, ||y - g(h(omega))||^2) with omega = a u* + sc z
+    formed row by row (n, 2): the test-only samples' clean and noisy test terms at overlaps
+    (m, q) without the (n, K) omega or a second softmax of it; rows over threads."""
+    out = np.empty((Ustar.shape[0], 2))
+    _threaded_rows(Ustar.shape[0], lambda lo, hi: _test_train_chunk(
+        lo, hi, Ustar, Z, Y, float(a), float(sc), par, ka, kb, tau, wsize, out), chunk=_CHUNK_OUT)
+    return out
+
+
 # ------------------------------------------------------- built-in dispatch
 @njit(cache=True)
 def _eval_builtin(u, y, par, ka, kb, tau, mode, work, grad, hess):

@@ -617,10 +617,14 @@ class MonteCarloChannel:
             self._test_set = (Q0, ustar, np.ascontiguousarray(g[..., K:2 * K].reshape(-1, K)), y)
         _, ustar, z, y = self._test_set
         a, c = student_given_teacher(m, q, Q0)
-        omega = a * ustar + math.sqrt(c) * z
-        # the noisy test error ||y - g(h(omega))||^2 is the train term at omega
-        out = np.column_stack([ch.test_terms(ustar, omega).reshape(R, -1).mean(axis=1),
-                               ch.train_terms(y, omega).reshape(R, -1).mean(axis=1)])
+        fused = optional_member(ch, "test_and_train_terms")
+        if fused is not None:
+            terms = fused(ustar, z, y, a, math.sqrt(c))
+        else:
+            omega = a * ustar + math.sqrt(c) * z
+            # the noisy test error ||y - g(h(omega))||^2 is the train term at omega
+            terms = np.column_stack([ch.test_terms(ustar, omega), ch.train_terms(y, omega)])
+        out = terms.reshape(R, -1, 2).mean(axis=1)
         self._test_cache = (key, out)
         return out
 

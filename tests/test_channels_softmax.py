@@ -552,3 +552,23 @@ def test_pair_index_inverts_the_u_coordinates():
         ka, kb, _ = u_coordinates(L)
         got = [(ck._pair_k(int(a), int(b), L), ck._pair_k(int(b), int(a), L)) for a, b in zip(ka, kb)]
         assert got == [(k, k) for k in range(ka.size)]
+
+
+@pytest.mark.parametrize("kind,L", [("softmax", 2), ("softmax", 5), ("seq2lab", 3)])
+def test_fused_test_and_train_terms_equal_the_two_members(kind, L):
+    """test_and_train_terms(u*, z, y, a, s) (the SE's test-only samples in one pass) equals
+    test_terms(u*, omega) and train_terms(y, omega) at omega = a u* + s z, the latter checked
+    against the outputs computed in NumPy; on more rows than one thread block."""
+    ch = channel_for(Task(channel=kind, L=L, beta=1.3))
+    rng = np.random.default_rng(5)
+    y, z, ustar = _problem(ch, 5000, rng, noise_std=0.2)
+    a, s = 0.7, 0.4
+    omega = a * ustar + s * z
+    g = ch.outputs(ch.h_from_u(omega))
+    assert np.allclose(ch.train_terms(y, omega), np.sum((y - g) ** 2, axis=1), rtol=1e-13)
+    got = ch.test_and_train_terms(ustar, z, y, a, s)
+    assert got.shape == (5000, 2)
+    assert np.allclose(got[:, 0], ch.test_terms(ustar, omega), rtol=1e-12, atol=1e-15)
+    assert np.allclose(got[:, 1], ch.train_terms(y, omega), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="same rows"):
+        ch.test_and_train_terms(ustar, z[:10], y, a, s)

@@ -41,6 +41,10 @@ without one falls back to the generic path:
 ``newton_step_stein(y, omega, ustar, V, steps=1, report_raised=False)``
     ``newton_step``'s G and the Stein traces at omega with the first step's (floored)
     matrix in one pass, (G, traces) (and the booleans, as above);
+``test_and_train_terms(ustar, z, y, a, s)``
+    per row (``test_terms(ustar, omega)``, ``train_terms(y, omega)``) with omega = a ustar +
+    s z, shape (n, 2), in one pass: the SE's test-only samples (the same numbers as the two
+    members, without omega in memory);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
@@ -248,7 +252,8 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "bayes_q_hat": None, "posterior_batch": None,
                                     "newton_from": None, "newton_step": None,
                                     "convex_below": None, "stein_traces": None,
-                                    "centre_jacobian_cv": None, "newton_step_stein": None}
+                                    "centre_jacobian_cv": None, "newton_step_stein": None,
+                                    "test_and_train_terms": None}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)
