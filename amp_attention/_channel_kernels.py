@@ -675,29 +675,39 @@ def _outputs_builtin(u, par, ka, kb, tau, work, g):
 
 
 @njit(cache=True, nogil=True)
-def _sq_residual_chunk(lo, hi, Y, U, Ustar, star, par, ka, kb, tau, wsize, out):
+def _sq_residual_chunk(lo, hi, Y, U, Z, a, sc, Ustar, star, train, par, ka, kb, tau, wsize,
+                       out):
+    """out[i] = (||g(h(u*_i)) - g(h(u_i))||^2 if ``star``, ||y_i - g(h(u_i))||^2 if ``train``)
+    with u_i = a U_i + sc Z_i (U_i itself where sc = 0 and a = 1)."""
     K = U.shape[1]
     M = Y.shape[1]
     work = np.empty(wsize)
     u = np.empty(K)
     g = np.empty(M)
     t = np.empty(M)
+    plain = sc == 0.0 and a == 1.0
     for i in range(lo, hi):
         if star:
             for k in range(K):
                 u[k] = Ustar[i, k]
             _outputs_builtin(u, par, ka, kb, tau, work, t)
-        else:
-            for m in range(M):
-                t[m] = Y[i, m]
         for k in range(K):
-            u[k] = U[i, k]
+            u[k] = U[i, k] if plain else a * U[i, k] + sc * Z[i, k]
         _outputs_builtin(u, par, ka, kb, tau, work, g)
-        s = 0.0
-        for m in range(M):
-            r = t[m] - g[m]
-            s += r * r
-        out[i] = s
+        j = 0
+        if star:
+            s = 0.0
+            for m in range(M):
+                r = t[m] - g[m]
+                s += r * r
+            out[i, j] = s
+            j += 1
+        if train:
+            s = 0.0
+            for m in range(M):
+                r = Y[i, m] - g[m]
+                s += r * r
+            out[i, j] = s
 
 
 def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
@@ -705,37 +715,11 @@ def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
     or, with ``Ustar`` (n, K) given, g(h(u*)) (Y then only gives M); rows over threads, no
     (n, L, L) intermediates: the train terms (t = y) and the test terms (t = g(h(u*)))."""
     star = Ustar is not None
-    out = np.empty(U.shape[0])
+    out = np.empty((U.shape[0], 1))
     Us = Ustar if star else U
-    _threaded_rows(U.shape[0], lambda lo, hi: _sq_residual_chunk(lo, hi, Y, U, Us, star, par, ka,
-                                                                 kb, tau, wsize, out))
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _test_train_chunk(lo, hi, Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize, out):
-    K = Ustar.shape[1]
-    M = Y.shape[1]
-    work = np.empty(wsize)
-    u = np.empty(K)
-    g = np.empty(M)
-    t = np.empty(M)
-    for i in range(lo, hi):
-        for k in range(K):
-            u[k] = Ustar[i, k]
-        _outputs_builtin(u, par, ka, kb, tau, work, t)
-        for k in range(K):
-            u[k] = a * Ustar[i, k] + sc * Z[i, k]
-        _outputs_builtin(u, par, ka, kb, tau, work, g)
-        st = 0.0
-        sy = 0.0
-        for m in range(M):
-            r = t[m] - g[m]
-            st += r * r
-            r = Y[i, m] - g[m]
-            sy += r * r
-        out[i, 0] = st
-        out[i, 1] = sy
+    _threaded_rows(U.shape[0], lambda lo, hi: _sq_residual_chunk(
+        lo, hi, Y, U, U, 1.0, 0.0, Us, star, not star, par, ka, kb, tau, wsize, out))
+    return out[:, 0]
 
 
 def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
@@ -743,8 +727,9 @@ def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
     formed row by row (n, 2): the test-only samples' clean and noisy test terms at overlaps
     (m, q) without the (n, K) omega or a second softmax of it; rows over threads."""
     out = np.empty((Ustar.shape[0], 2))
-    _threaded_rows(Ustar.shape[0], lambda lo, hi: _test_train_chunk(
-        lo, hi, Ustar, Z, Y, float(a), float(sc), par, ka, kb, tau, wsize, out), chunk=_CHUNK_OUT)
+    _threaded_rows(Ustar.shape[0], lambda lo, hi: _sq_residual_chunk(
+        lo, hi, Y, Ustar, Z, float(a), float(sc), Ustar, True, True, par, ka, kb, tau, wsize,
+        out), chunk=_CHUNK_OUT)
     return out
 
 
