@@ -951,6 +951,11 @@ def _no_certificate(y, V, par, ka, kb, tau):
 # globals the built-in channels are cached, and a user channel gets its own
 # copies of these functions bound to its closures (:func:`_rebind`).
 _evalf = _eval_builtin
+#: evaluate the full Newton step's Hessian with its loss (reused by the next iteration where
+#: the step is accepted; one loss-only evaluation saved per accepted full step): True for the
+#: built-in evaluators, whose Hessian costs about a loss evaluation more; False for user
+#: channels (_rebind), whose Hessian may be finite differences of K gradients
+_EAGER_HESSIAN = True
 _startf = _start_builtin
 _certf = _certify_builtin
 
@@ -981,8 +986,10 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
     for k in range(K):
         ivmax = max(ivmax, 1.0 / V[k])
     F = np.inf
+    l_next = 0.0
+    fresh = False  # grad and hess already hold l's at u (the last line search's first trial)
     for it in range(maxit + 1):
-        l = _evalf(u, y, par, ka, kb, tau, 2, work, grad, hess)
+        l = l_next if fresh else _evalf(u, y, par, ka, kb, tau, 2, work, grad, hess)
         quad = 0.0
         gmax = 0.0
         glmax = 0.0
@@ -1025,15 +1032,22 @@ def _newton(y, omega, V, par, ka, kb, tau, gtol, maxit, work, u, grad, hess, C, 
             slope += gF[k] * d[k]
         t = 1.0
         accepted = False
-        for _ in range(60):
+        fresh = False
+        for trial in range(60):
             q2 = 0.0
             for k in range(K):
                 ut[k] = u[k] + t * d[k]
                 diff = ut[k] - omega[k]
                 q2 += diff * diff / V[k]
-            Ft = _evalf(ut, y, par, ka, kb, tau, 0, work, grad, hess) + 0.5 * q2
+            # the full step (usually accepted) evaluated with its gradient and Hessian, which
+            # the next iteration then reuses: grad and hess are free once d is solved for
+            eager = _EAGER_HESSIAN and trial == 0
+            lt = _evalf(ut, y, par, ka, kb, tau, 2 if eager else 0, work, grad, hess)
+            Ft = lt + 0.5 * q2
             if Ft <= F + 1e-4 * t * slope + 1e-15 * (1.0 + abs(F)):
                 accepted = True
+                fresh = eager
+                l_next = lt
                 break
             t *= 0.5
         if not accepted:
@@ -1636,6 +1650,7 @@ def _rebind(evalf, startf) -> dict:
     ns = dict(globals())
     ns["_evalf"] = evalf
     ns["_certf"] = _no_certificate
+    ns["_EAGER_HESSIAN"] = False
     for name in _TEMPLATES:
         py = globals()[name].py_func
         fn = types.FunctionType(py.__code__, ns, py.__name__, py.__defaults__, py.__closure__)
