@@ -640,9 +640,7 @@ def _stein_chunk(lo, hi, Y, U, Ustar, V, par, ka, kb, tau, wsize, out):
         _evalf(u, y, par, ka, kb, tau, 2, work, grad, H)
         if softmax:
             # [I + V H | J(u)^T J(u*)] from the row softmaxes (the evaluator's A at u)
-            _h_from_u_flat(us, ka, kb, tau, L, hs, 0)
-            _softmax_rows_flat(beta, L, hs, 0, hs, L * L)
-            _softmax_jtj(work, L * L, hs, L * L, beta, L, tau, aug, K)
+            _softmax_jtj_at(us, work, beta, L, ka, kb, tau, hs, aug, K)
             for a in range(K):
                 for b in range(K):
                     aug[a, b] = V * H[a, b] + (1.0 if a == b else 0.0)
@@ -1440,6 +1438,15 @@ def _softmax_jtj(w, ao, A2, o2, beta, L, tau, X, co):
             X[k, co + k] += f * tau[k] * Asc
 
 
+@njit(cache=True, inline="always")
+def _softmax_jtj_at(us, w, beta, L, ka, kb, tau, hs, X, co):
+    """:func:`_softmax_jtj` with A* = softmax_rows(beta h(u*)) computed here (into the
+    scratch hs, 2 L^2: h(u*) then A*) and A at u left by the evaluator at w[L^2:]."""
+    _h_from_u_flat(us, ka, kb, tau, L, hs, 0)
+    _softmax_rows_flat(beta, L, hs, 0, hs, L * L)
+    _softmax_jtj(w, L * L, hs, L * L, beta, L, tau, X, co)
+
+
 #: the floor of the eigenvalues of I + V H in the control variate's Newton steps
 #: (:func:`_floored_cholesky`), i.e. the loss Hessian's eigenvalues raised to -(1 - floor)/V.
 #: Any floor keeps the two-level estimator exact; it trades variance against cost (an
@@ -1501,9 +1508,7 @@ def _newton_step_chunk(lo, hi, Y, Omega, Eta, V, steps, floor, par, ka, kb, tau,
                 _spd_inverse(C, W, P)
                 if softmax:
                     # the evaluator left A = softmax_rows(beta h(omega)) at work[L^2:]
-                    _h_from_u_flat(us, ka, kb, tau, L, hs, 0)
-                    _softmax_rows_flat(beta, L, hs, 0, hs, L * L)
-                    _softmax_jtj(work, L * L, hs, L * L, beta, L, tau, X, 0)
+                    _softmax_jtj_at(us, work, beta, L, ka, kb, tau, hs, X, 0)
                     tr = 0.0
                     for a in range(K):
                         for b in range(K):
@@ -1749,15 +1754,15 @@ def _threaded_rows(n: int, run_rows, chunk: int = _CHUNK) -> None:
 
 
 def threaded_tasks(n: int, task) -> None:
-    """``task(i)`` for i = 0..n-1 on the row threads (:func:`_threaded_rows`, one row a task):
-    for work that releases the GIL in coarse pieces (NumPy and SciPy kernels)."""
-    from numba import get_num_threads
+    """``task(i)`` for i = 0..n-1 on the row threads (:func:`_threaded_rows`, one row a task;
+    serial on one thread): for work that releases the GIL in coarse pieces (NumPy and SciPy
+    kernels)."""
 
-    if min(get_num_threads(), n) <= 1:
-        for i in range(n):
+    def run_rows(lo: int, hi: int) -> None:
+        for i in range(lo, hi):
             task(i)
-        return
-    _threaded_rows(n, lambda lo, hi: [task(i) for i in range(lo, hi)], chunk=1)
+
+    _threaded_rows(n, run_rows, chunk=1)
 
 
 # ---------------------------------------------------- user-defined channels

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import ndtri
 
-from amp_attention._channel_kernels import stein_traces
+from amp_attention._channel_kernels import stein_traces, threaded_tasks
 from amp_attention.channels.base import (ChannelSE, ProxBatch, optional_member, overlap_split,
                                          stein_available)
 
@@ -158,8 +158,6 @@ def _sobol_normals(dim: int, log2_n: int, replicas: int, seed: int) -> np.ndarra
     # the replicas on the row threads: ndtri and most of the scrambling release the GIL
     # (~1.7x on 2 threads at L = 5's 2^15 x 70 coordinates a replica); each replica's
     # numbers are its own seed's, whichever thread draws them
-    from amp_attention._channel_kernels import threaded_tasks
-
     threaded_tasks(replicas, replica)
     return out
 
