@@ -825,10 +825,11 @@ def row_softmax_jacobian_batch(U, beta, ka, kb, tau):
 
 
 # ------------------------------------------------------ convexity certificate
-# 2 max_x x (1 - x)^2 = 8/27 (x = 1/3) and max x (1 - x) = 1/4: the constants of the
-# curvature bound of a softmax row (docs/theory.md section 16.5)
-_ROW_TERM1 = 8.0 / 27.0
-_ROW_TERM2 = 0.25
+# The constants of the curvature bound of a softmax row for L >= 3 (docs/theory.md 16.5):
+# max_lambda (S lambda - 2 lambda^2) = S^2 / 8 <= 1/8 over the spectrum of J, and
+# max_x 2 x (1 - x)(1 - 2 x) = 1 / (3 sqrt 3) at x = (3 - sqrt 3) / 6
+_ROW_SPECTRAL = 0.125
+_ROW_LABEL = 1.0 / (3.0 * math.sqrt(3.0))
 
 
 @njit(cache=True)
@@ -892,7 +893,9 @@ def softmax_curvature_bound(y, par, L):
     whose negative part is at most
       L = 2:  pair_curvature(y_a1 - y_a2), exact (p_2 = 1 - p_1: one eigenvalue, a quartic
               in p_1; 0.2404 at most for labels in the simplex),
-      L >= 3: (8/27) sum_b y_ab^+ + 1/4 + max_b y_ab^- / 2;
+      L >= 3: 1/8 + sum_b y_ab^+ / (3 sqrt 3) + max_b y_ab^- / 2 (0.3175 for labels in the
+              simplex; from v^T H v = v^T (2 J^2 - S J) v - sum_b y_b p_b (w_b^2 - v^T J v),
+              S = |p|^2, w = v - (p.v) 1);
     h_ab = tau_k u_k with sum_a |P_a u|^2 = 2 |u|^2 (tau^2 = 2 on the diagonal, entries off
     it in two rows) gives c = 2 beta^2 max_a c_a."""
     beta = par[0]
@@ -909,7 +912,7 @@ def softmax_curvature_bound(y, par, L):
                     pos += v
                 else:
                     neg = max(neg, -v)
-            c = _ROW_TERM1 * pos + _ROW_TERM2 + 0.5 * neg
+            c = _ROW_SPECTRAL + _ROW_LABEL * pos + 0.5 * neg
         cmax = max(cmax, c)
     return 2.0 * beta * beta * cmax
 

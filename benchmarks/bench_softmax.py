@@ -25,8 +25,10 @@ matrix, median of three repeats, measured in this process before each goal.
    L = 2 point's (printed: whether it is), against goal 1's point.  Target: each <= 4 x the
    L = 2 point.  L = 3: the control variate's and the test-only samples at 2^16 and 2^15 per
    replica (the error there is theirs: docs/performance.md, fifth round); L = 5 at alpha 0.1
-   is above the convexity certificate, where the control variate runs with its floored
-   steps (tenth round; no row raised there): 2^10 own, 2^15 control-variate and 2^16 test
+   (V = 1.21) was above the convexity certificate until the thirteenth round's L >= 3
+   curvature bound (certified for V < 1.575 since): one Newton run a sample now; the
+   control variate runs with its floored steps (tenth round; no row raised there): 2^10
+   own, 2^15 control-variate and 2^16 test
    samples (twelfth round: 2^16 control-variate samples gave the same error, 1.70e-4
    against 1.71e-4; the own and the test samples carry it).
    Median of ``--runs`` each.  Every point takes the control variate once per fine solve
