@@ -208,6 +208,30 @@ def symmetric_h_batch(U, ka, kb, tau, L):
     return H
 
 
+@njit(cache=True, nogil=True)
+def _logit_noisy_h_chunk(lo, hi, Hs, Z, std, s, ka, kb, tau, L, H):
+    for i in range(lo, hi):
+        for k in range(ka.size):
+            # s (tau_k (z_k std_k)): the operation order of h_from_u(z * std) scaled by s,
+            # so that the fused labels equal the composed ones bit for bit
+            v = s * (tau[k] * (Z[i, k] * std[k]))
+            a = ka[k]
+            b = kb[k]
+            H[i, a, b] = Hs[i, a, b] + v
+            H[i, b, a] = Hs[i, b, a] + v
+
+
+def logit_noisy_h_batch(H_star, Z, std, s, ka, kb, tau, L):
+    """h* + s E with E = h(z * std) (E_ab = E_ba = tau_k z_k std_k), (n, L, L), in one pass
+    over the rows (no (n, K) or (n, L, L) temporaries), rows split over threads: the noisy
+    logits of the logit-noise models (docs/theory.md section 10, "Label noise"; s = sqrt(Delta))."""
+    H = np.empty_like(H_star)
+    _threaded_rows(H_star.shape[0],
+                   lambda lo, hi: _logit_noisy_h_chunk(lo, hi, H_star, Z, std, s, ka, kb, tau, L, H),
+                   chunk=_CHUNK_OUT)
+    return H
+
+
 # ------------------------------------------------------------------ evaluators
 @njit(cache=True, inline="always")
 def _row_softmax_work(u, beta, ka, kb, tau, work):

@@ -140,3 +140,22 @@ def test_small_beta_linearisation_noise() -> None:
     np.testing.assert_allclose(goe.noise_cov, DELTA / 2 * B @ B.T, atol=1e-15)
     tau = SoftmaxChannel(L, beta, DELTA).tau
     np.testing.assert_allclose(iid.noise_cov, B @ np.diag(DELTA / tau**2) @ B.T, atol=1e-15)
+
+
+@pytest.mark.parametrize("noise_at", ["logit", "logit_goe"])
+@pytest.mark.parametrize("L", [2, 3, 5])
+def test_fused_logit_noise_labels_equal_the_composed_ones(L: int, noise_at: str) -> None:
+    """labels_from_noise builds h* + sqrt(Delta) h(z * std) in one compiled pass
+    (_channel_kernels.logit_noisy_h_batch): the labels equal g of the logits composed from
+    the public pieces (h_from_u, logit_noise_u_std, outputs) bit for bit, for the softmax and
+    the seq2lab channel, with the normals handed over as a strided view."""
+    from amp_attention.channels import Seq2LabChannel
+
+    rng = np.random.default_rng(L)
+    for ch in (SoftmaxChannel(L, 1.3, DELTA, noise_at), Seq2LabChannel(L, 0.7, DELTA, noise_at)):
+        g = rng.standard_normal((3001, 2 * ch.K))
+        H_star = ch.h_from_u(g[:, :ch.K])
+        z = g[:, ch.K:]  # not contiguous
+        E = ch.h_from_u(z * logit_noise_u_std(noise_at, ch.tau))
+        composed = ch.outputs(H_star + math.sqrt(DELTA) * E)
+        np.testing.assert_array_equal(ch.labels_from_noise(H_star, z), composed)

@@ -114,8 +114,13 @@ class NewtonChannel:
         H_star = self._check_H(H_star)
         s = math.sqrt(self.noise)
         if is_logit_noise(self.noise_at):
-            E = self.h_from_u(noise_std * logit_noise_u_std(self.noise_at, self._tau))
-            return self.outputs(H_star + s * E)
+            Z = np.asarray(noise_std, dtype=np.float64)  # a strided view is read in place
+            if Z.shape != (H_star.shape[0], self.K):
+                raise ValueError(f"noise_std must have shape ({H_star.shape[0]}, {self.K}), "
+                                 f"got {np.shape(noise_std)}")
+            return self.outputs(ck.logit_noisy_h_batch(
+                H_star, Z, logit_noise_u_std(self.noise_at, self._tau), s,
+                self._ka, self._kb, self._tau, self.L))
         return self.outputs(H_star) + s * noise_std
 
     def _check_H(self, H: np.ndarray) -> np.ndarray:
