@@ -159,3 +159,17 @@ def test_fused_logit_noise_labels_equal_the_composed_ones(L: int, noise_at: str)
         E = ch.h_from_u(z * logit_noise_u_std(noise_at, ch.tau))
         composed = ch.outputs(H_star + math.sqrt(DELTA) * E)
         np.testing.assert_array_equal(ch.labels_from_noise(H_star, z), composed)
+
+
+@pytest.mark.parametrize("noise_at", ["output", "logit", "logit_goe"])
+def test_noiseless_labels_are_the_outputs_and_the_normals_are_checked(noise_at: str) -> None:
+    """Delta = 0: labels_from_noise returns g(h*) without touching the normals (bit for bit
+    what adding 0 x the noise gave), and still rejects normals of the wrong shape, naming
+    the parameter."""
+    ch = SoftmaxChannel(3, 1.0, 0.0, noise_at)
+    rng = np.random.default_rng(1)
+    H_star = ch.h_from_u(rng.standard_normal((500, ch.K)))
+    xi = rng.standard_normal((500, ch.noise_dim))
+    np.testing.assert_array_equal(ch.labels_from_noise(H_star, xi), ch.outputs(H_star))
+    with pytest.raises(ValueError, match="noise_std must have shape"):
+        ch.labels_from_noise(H_star, xi[:, :-1])

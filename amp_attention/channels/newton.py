@@ -112,16 +112,19 @@ class NewtonChannel:
         G_ab ~ N(0, 1)): i.i.d. N(0, Delta/2) on every u-coordinate.
         """
         H_star = self._check_H(H_star)
+        Z = np.asarray(noise_std, dtype=np.float64)  # a strided view is read in place
+        if Z.shape != (H_star.shape[0], self.noise_dim):
+            raise ValueError(f"noise_std must have shape ({H_star.shape[0]}, {self.noise_dim}), "
+                             f"got {np.shape(noise_std)}")
+        if self.noise == 0:
+            # y = g(h*): adding 0 * xi (or h* + 0 * E) would only cost (n, M) temporaries
+            return self.outputs(H_star)
         s = math.sqrt(self.noise)
         if is_logit_noise(self.noise_at):
-            Z = np.asarray(noise_std, dtype=np.float64)  # a strided view is read in place
-            if Z.shape != (H_star.shape[0], self.K):
-                raise ValueError(f"noise_std must have shape ({H_star.shape[0]}, {self.K}), "
-                                 f"got {np.shape(noise_std)}")
             return self.outputs(ck.logit_noisy_h_batch(
                 H_star, Z, logit_noise_u_std(self.noise_at, self._tau), s,
                 self._ka, self._kb, self._tau, self.L))
-        return self.outputs(H_star) + s * noise_std
+        return self.outputs(H_star) + s * Z
 
     def _check_H(self, H: np.ndarray) -> np.ndarray:
         H = np.ascontiguousarray(H, dtype=np.float64)
