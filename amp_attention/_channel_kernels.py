@@ -744,14 +744,20 @@ def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
     return out[:, 0]
 
 
-def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
+def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize, M):
     """Per row (||g(h(u*)) - g(h(omega))||^2, ||y - g(h(omega))||^2) with omega = a u* + sc z
     formed row by row (n, 2): the test-only samples' clean and noisy test terms at overlaps
-    (m, q) without the (n, K) omega or a second softmax of it; rows over threads."""
+    (m, q) without the (n, K) omega or a second softmax of it; rows over threads.  Y None:
+    y = g(h(u*)) (no label noise), the second column is the first."""
     out = np.empty((Ustar.shape[0], 2))
+    train = Y is not None
+    # the kernel reads only Y's width (M) when train is False
+    Yk = Y if train else np.empty((1, M))
     _threaded_rows(Ustar.shape[0], lambda lo, hi: _sq_residual_chunk(
-        lo, hi, Y, Ustar, Z, float(a), float(sc), Ustar, True, True, par, ka, kb, tau, wsize,
-        out), chunk=_CHUNK_OUT)
+        lo, hi, Yk, Ustar, Z, float(a), float(sc), Ustar, True, train, par, ka, kb, tau,
+        wsize, out), chunk=_CHUNK_OUT)
+    if not train:
+        out[:, 1] = out[:, 0]
     return out
 
 

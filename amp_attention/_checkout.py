@@ -8,7 +8,9 @@ run from the repository root puts the root first on ``sys.path``, so the checkou
 ``amp_attention/`` shadows the installed package and ``import amp_attention.solvers``
 would fail.  In that case (and only then) a meta-path finder answers for that one
 name, with the same mapping setuptools applies at install time; it is the mechanism
-setuptools' own editable installs use.  Every other import is left to the default
+setuptools' own editable installs use.  It goes first on ``sys.meta_path``: an editable
+install of another checkout answers for the same name, and this checkout's package must
+get this checkout's solvers.  Every other import is left to the default
 machinery, and nothing is registered for an installed copy.
 """
 
@@ -57,5 +59,7 @@ def map_checkout_solvers(package_dir: str) -> bool:
         return False
     if not any(isinstance(f, _CheckoutSolversFinder) and f.folder == folder
                for f in sys.meta_path):
-        sys.meta_path.append(_CheckoutSolversFinder(folder))
+        # first: an editable install of another checkout registers a finder for the same
+        # name at start-up, and its solvers must not pair with this checkout's package
+        sys.meta_path.insert(0, _CheckoutSolversFinder(folder))
     return True

@@ -610,8 +610,13 @@ class MonteCarloChannel:
             g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R,
                               np.random.SeedSequence([self._seed, 1]).generate_state(1)[0])
             ustar = math.sqrt(Q0) * g[..., :K].reshape(-1, K)
-            noise = g[..., 2 * K:].reshape(ustar.shape[0], -1)
-            y = ch.labels_from_noise(ch.h_from_u(ustar), noise)
+            if getattr(ch, "noise", None) == 0:
+                # no label noise: y = g(h(u*)), the noisy test error is the clean one (the
+                # noise normals are drawn all the same: the same Sobol points either way)
+                y = None
+            else:
+                noise = g[..., 2 * K:].reshape(ustar.shape[0], -1)
+                y = ch.labels_from_noise(ch.h_from_u(ustar), noise)
             self._test_set = (Q0, ustar, np.ascontiguousarray(g[..., K:2 * K].reshape(-1, K)), y)
         _, ustar, z, y = self._test_set
         a, c = student_given_teacher(m, q, Q0)
@@ -621,7 +626,8 @@ class MonteCarloChannel:
         else:
             omega = a * ustar + math.sqrt(c) * z
             # the noisy test error ||y - g(h(omega))||^2 is the train term at omega
-            terms = np.column_stack([ch.test_terms(ustar, omega), ch.train_terms(y, omega)])
+            t = ch.test_terms(ustar, omega)
+            terms = np.column_stack([t, t if y is None else ch.train_terms(y, omega)])
         out = terms.reshape(R, -1, 2).mean(axis=1)
         self._test_cache = (key, out)
         return out

@@ -610,3 +610,10 @@ def test_fused_test_and_train_terms_equal_the_two_members(kind, L):
     assert np.allclose(got[:, 1], ch.train_terms(y, omega), rtol=1e-12, atol=1e-15)
     with pytest.raises(ValueError, match="same rows"):
         ch.test_and_train_terms(ustar, z[:10], y, a, s)
+    # y=None: the noiseless labels g(h(u*)), both columns the test term, bit for bit
+    clean = ch.test_and_train_terms(ustar, z, None, a, s)
+    np.testing.assert_array_equal(clean[:, 0], got[:, 0])
+    np.testing.assert_array_equal(clean[:, 1], got[:, 0])
+    y0 = ch.outputs(ch.h_from_u(ustar))
+    np.testing.assert_allclose(ch.test_and_train_terms(ustar, z, y0, a, s)[:, 1], clean[:, 1],
+                               rtol=1e-13, atol=1e-16)

@@ -60,14 +60,38 @@ def test_checkout_maps_solvers_without_site_packages() -> None:
     """What ``python -m pytest`` from the root does to the import path: the checkout's
     amp_attention/ comes first.  With site-packages off (-S: no installed or editable copy
     to fall back on) amp_attention.solvers must still resolve, to the top-level folder."""
-    code = ("import importlib.util; "
-            "s = importlib.util.find_spec('amp_attention.solvers'); "
-            "print(s.origin if s else None)")
+    assert _solvers_origin_from_the_root("") == ROOT / "solvers" / "__init__.py"
+
+
+def _solvers_origin_from_the_root(prelude: str) -> Path:
+    """Where amp_attention.solvers resolves from the checkout's root with site-packages off
+    (-S), after ``prelude`` ran."""
+    code = (prelude + "import importlib.util\n"
+            "s = importlib.util.find_spec('amp_attention.solvers')\n"
+            "print(s.origin if s else None)\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert Path(proc.stdout.strip()) == ROOT / "solvers" / "__init__.py"
+    return Path(proc.stdout.strip())
+
+
+def test_checkout_solvers_win_over_another_checkouts_editable_install(tmp_path: Path) -> None:
+    """An editable install of another checkout registers, at start-up, a meta-path finder
+    for amp_attention.solvers pointing at its own solvers/; importing this checkout's
+    amp_attention must still pair it with this checkout's solvers/ (a mix of two versions
+    is what a benchmark against a second worktree would otherwise measure)."""
+    other = tmp_path / "other_solvers"
+    other.mkdir()
+    (other / "__init__.py").write_text("")
+    code = ("import importlib.abc, importlib.util, sys\n"
+            "class Other(importlib.abc.MetaPathFinder):\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name != 'amp_attention.solvers': return None\n"
+            f"        return importlib.util.spec_from_file_location(name, {str(other / '__init__.py')!r},"
+            f" submodule_search_locations=[{str(other)!r}])\n"
+            "sys.meta_path.append(Other())\n")
+    assert _solvers_origin_from_the_root(code) == ROOT / "solvers" / "__init__.py"
 
 
 def _tree(base: Path, files: list[str]) -> None:

@@ -44,7 +44,8 @@ without one falls back to the generic path:
 ``test_and_train_terms(ustar, z, y, a, s)``
     per row (``test_terms(ustar, omega)``, ``train_terms(y, omega)``) with omega = a ustar +
     s z, shape (n, 2), in one pass: the SE's test-only samples (the same numbers as the two
-    members, without omega in memory);
+    members, without omega in memory); ``y=None`` stands for the noiseless labels
+    y = g(h(ustar)) (Delta = 0), whose train term is the test term: both columns hold it;
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``

@@ -288,17 +288,19 @@ class BuiltinNewtonChannel(NewtonChannel):
         return ck.sq_output_residuals(np.empty((0, self.M)), U, Us, self._par, self._ka,
                                       self._kb, self._tau, self._wsize)
 
-    def test_and_train_terms(self, ustar: np.ndarray, z: np.ndarray, y: np.ndarray, a: float,
-                             s: float) -> np.ndarray:
+    def test_and_train_terms(self, ustar: np.ndarray, z: np.ndarray, y: np.ndarray | None,
+                             a: float, s: float) -> np.ndarray:
         """Per row (test_terms(u*, omega), train_terms(y, omega)) with omega = a u* + s z,
-        shape (n, 2), in one compiled pass (omega formed row by row, its softmax once)."""
+        shape (n, 2), in one compiled pass (omega formed row by row, its softmax once);
+        ``y=None``: the noiseless labels y = g(h(u*)), whose train term is the test term (both
+        columns hold it, no labels in memory)."""
         Us, Z = as_2d("ustar", ustar, self.K), as_2d("z", z, self.K)
-        Y = as_2d("y", y, self.M)
-        if not (Us.shape[0] == Z.shape[0] == Y.shape[0]):
+        Y = None if y is None else as_2d("y", y, self.M)
+        if not (Us.shape[0] == Z.shape[0] == (Us.shape[0] if Y is None else Y.shape[0])):
             raise ValueError(f"ustar, z and y need the same rows, got {Us.shape[0]}, "
                              f"{Z.shape[0]}, {Y.shape[0]}")
         return ck.test_train_residuals(Us, Z, Y, float(a), float(s), self._par, self._ka,
-                                       self._kb, self._tau, self._wsize)
+                                       self._kb, self._tau, self._wsize, self.M)
 
     def stein_traces(self, y: np.ndarray, u: np.ndarray, ustar: np.ndarray, V: float) -> np.ndarray:
         """Per row tr[(I + V H(u))^-1 J(u)^T J(u*)], H the Hessian of l(y, .) and J the
