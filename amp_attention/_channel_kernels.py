@@ -209,7 +209,7 @@ def symmetric_h_batch(U, ka, kb, tau, L):
 
 
 @njit(cache=True, nogil=True)
-def _logit_noisy_h_chunk(lo, hi, Hs, Z, std, s, ka, kb, tau, L, H):
+def _logit_noisy_h_chunk(lo, hi, Hs, Z, std, s, ka, kb, tau, H):
     for i in range(lo, hi):
         for k in range(ka.size):
             # s (tau_k (z_k std_k)): the operation order of h_from_u(z * std) scaled by s,
@@ -221,13 +221,13 @@ def _logit_noisy_h_chunk(lo, hi, Hs, Z, std, s, ka, kb, tau, L, H):
             H[i, b, a] = Hs[i, b, a] + v
 
 
-def logit_noisy_h_batch(H_star, Z, std, s, ka, kb, tau, L):
+def logit_noisy_h_batch(H_star, Z, std, s, ka, kb, tau):
     """h* + s E with E = h(z * std) (E_ab = E_ba = tau_k z_k std_k), (n, L, L), in one pass
     over the rows (no (n, K) or (n, L, L) temporaries), rows split over threads: the noisy
     logits of the logit-noise models (docs/theory.md section 10, "Label noise"; s = sqrt(Delta))."""
     H = np.empty_like(H_star)
     _threaded_rows(H_star.shape[0],
-                   lambda lo, hi: _logit_noisy_h_chunk(lo, hi, H_star, Z, std, s, ka, kb, tau, L, H),
+                   lambda lo, hi: _logit_noisy_h_chunk(lo, hi, H_star, Z, std, s, ka, kb, tau, H),
                    chunk=_CHUNK_OUT)
     return H
 
@@ -744,17 +744,16 @@ def sq_output_residuals(Y, U, Ustar, par, ka, kb, tau, wsize):
     return out[:, 0]
 
 
-def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize, M):
+def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
     """Per row (||g(h(u*)) - g(h(omega))||^2, ||y - g(h(omega))||^2) with omega = a u* + sc z
     formed row by row (n, 2): the test-only samples' clean and noisy test terms at overlaps
-    (m, q) without the (n, K) omega or a second softmax of it; rows over threads.  Y None:
-    y = g(h(u*)) (no label noise), the second column is the first."""
+    (m, q) without the (n, K) omega or a second softmax of it; rows over threads.  Y with no
+    rows (it then gives only M, as in :func:`sq_output_residuals`): y = g(h(u*)) (no label
+    noise), the second column is the first."""
     out = np.empty((Ustar.shape[0], 2))
-    train = Y is not None
-    # the kernel reads only Y's width (M) when train is False
-    Yk = Y if train else np.empty((1, M))
+    train = Y.shape[0] > 0
     _threaded_rows(Ustar.shape[0], lambda lo, hi: _sq_residual_chunk(
-        lo, hi, Yk, Ustar, Z, float(a), float(sc), Ustar, True, train, par, ka, kb, tau,
+        lo, hi, Y, Ustar, Z, float(a), float(sc), Ustar, True, train, par, ka, kb, tau,
         wsize, out), chunk=_CHUNK_OUT)
     if not train:
         out[:, 1] = out[:, 0]

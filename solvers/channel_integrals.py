@@ -610,7 +610,7 @@ class MonteCarloChannel:
             g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R,
                               np.random.SeedSequence([self._seed, 1]).generate_state(1)[0])
             ustar = math.sqrt(Q0) * g[..., :K].reshape(-1, K)
-            if getattr(ch, "noise", None) == 0:
+            if ch.noise == 0:
                 # no label noise: y = g(h(u*)), the noisy test error is the clean one (the
                 # noise normals are drawn all the same: the same Sobol points either way)
                 y = None

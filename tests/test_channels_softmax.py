@@ -571,8 +571,8 @@ def test_certified_prox_is_the_global_minimiser(L, V):
     assert all(1 / V > ck.softmax_curvature_bound(row, par, L) for row in y)
     px = ch.prox_batch(y, omega, V)
     assert px.n_failed == 0
-    n_starts = ch.prox_starts(y, omega, V).shape[1]
-    starts = [ch.prox_starts(y, omega, V)[:, j] for j in range(n_starts)]
+    own = ch.prox_starts(y, omega, V)
+    starts = [own[:, j] for j in range(own.shape[1])]
     starts += [omega + 3.0 * rng.standard_normal(omega.shape) for _ in range(6)]
     for u0 in starts:
         u, F, ok = ch.newton_from(y, omega, V, u0)

@@ -123,7 +123,7 @@ class NewtonChannel:
         if is_logit_noise(self.noise_at):
             return self.outputs(ck.logit_noisy_h_batch(
                 H_star, Z, logit_noise_u_std(self.noise_at, self._tau), s,
-                self._ka, self._kb, self._tau, self.L))
+                self._ka, self._kb, self._tau))
         return self.outputs(H_star) + s * Z
 
     def _check_H(self, H: np.ndarray) -> np.ndarray:
@@ -295,12 +295,12 @@ class BuiltinNewtonChannel(NewtonChannel):
         ``y=None``: the noiseless labels y = g(h(u*)), whose train term is the test term (both
         columns hold it, no labels in memory)."""
         Us, Z = as_2d("ustar", ustar, self.K), as_2d("z", z, self.K)
-        Y = None if y is None else as_2d("y", y, self.M)
-        if not (Us.shape[0] == Z.shape[0] == (Us.shape[0] if Y is None else Y.shape[0])):
+        Y = np.empty((0, self.M)) if y is None else as_2d("y", y, self.M)
+        if not (Us.shape[0] == Z.shape[0] and (y is None or Y.shape[0] == Us.shape[0])):
             raise ValueError(f"ustar, z and y need the same rows, got {Us.shape[0]}, "
                              f"{Z.shape[0]}, {Y.shape[0]}")
         return ck.test_train_residuals(Us, Z, Y, float(a), float(s), self._par, self._ka,
-                                       self._kb, self._tau, self._wsize, self.M)
+                                       self._kb, self._tau, self._wsize)
 
     def stein_traces(self, y: np.ndarray, u: np.ndarray, ustar: np.ndarray, V: float) -> np.ndarray:
         """Per row tr[(I + V H(u))^-1 J(u)^T J(u*)], H the Hessian of l(y, .) and J the
