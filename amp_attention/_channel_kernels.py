@@ -760,6 +760,71 @@ def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
     return out
 
 
+@njit(cache=True, inline="always")
+def _softmax_row(beta, z, out):
+    """out = softmax(beta z) of one row (numerically stable)."""
+    zmax = -math.inf
+    for b in range(z.size):
+        zmax = max(zmax, beta * z[b])
+    tot = 0.0
+    for b in range(z.size):
+        out[b] = math.exp(beta * z[b] - zmax)
+        tot += out[b]
+    for b in range(z.size):
+        out[b] /= tot
+
+
+@njit(cache=True, inline="always")
+def _sq_dist(x, y):
+    """||x - y||^2 of two vectors."""
+    t = 0.0
+    for b in range(x.size):
+        r = x[b] - y[b]
+        t += r * r
+    return t
+
+
+@njit(cache=True, nogil=True)
+def _row_test_chunk(lo, hi, G, sq0, a, sc, beta, tau, noise_kind, sd, std, out):
+    L = tau.size
+    hs = np.empty(L)
+    hp = np.empty(L)
+    As = np.empty(L)
+    Ap = np.empty(L)
+    Ay = np.empty(L)
+    for i in range(lo, hi):
+        for b in range(L):
+            hs[b] = sq0 * tau[b] * G[i, b]
+            hp[b] = a * hs[b] + sc * tau[b] * G[i, L + b]
+        _softmax_row(beta, hs, As)
+        _softmax_row(beta, hp, Ap)
+        clean = _sq_dist(As, Ap)
+        out[i, 0] = L * clean
+        if noise_kind == 0:
+            out[i, 1] = L * clean
+            continue
+        if noise_kind == 1:  # output noise: y = A* + sd xi
+            for b in range(L):
+                Ay[b] = As[b] + sd * G[i, 2 * L + b]
+        else:  # logit noise: y = softmax(beta (h* + sd std E))
+            for b in range(L):
+                hp[b] = hs[b] + sd * std[b] * G[i, 2 * L + b]
+            _softmax_row(beta, hp, Ay)
+        out[i, 1] = L * _sq_dist(Ay, Ap)
+
+
+def row_test_terms_batch(G, sq0, a, sc, beta, tau, noise_kind, sd, std):
+    """Per row of G (n, 2L or 3L standard normals) L times one softmax row's (||A* - A||^2,
+    ||y - A||^2): h*_b = sq0 tau_b G_b, h_b = a h*_b + sc tau_b G_{L+b}, A = softmax(beta h),
+    y = A* (noise_kind 0), A* + sd G_{2L+b} (1: output noise) or softmax(beta (h* + sd std_b
+    G_{2L+b})) (2: logit noise); rows over threads (SoftmaxChannel.row_test_terms)."""
+    out = np.empty((G.shape[0], 2))
+    _threaded_rows(G.shape[0], lambda lo, hi: _row_test_chunk(
+        lo, hi, G, float(sq0), float(a), float(sc), float(beta), tau, int(noise_kind),
+        float(sd), std, out), chunk=_CHUNK_OUT)
+    return out
+
+
 # ------------------------------------------------------- built-in dispatch
 @njit(cache=True)
 def _eval_builtin(u, y, par, ka, kb, tau, mode, work, grad, hess):

@@ -222,7 +222,10 @@ TEST_DRAW_BUDGET = 64 * 2**20
 
 def test_draw_dimension(channel) -> int:
     """Gaussian coordinates per test-only sample: u* and omega's own spread (K each) and the
-    label noise (noise_dim)."""
+    label noise (noise_dim), or those of one row (the channel's ``row_draw_dimension``) where
+    the channel has ``row_test_terms``."""
+    if optional_member(channel, "row_test_terms") is not None:
+        return int(channel.row_draw_dimension)
     return 2 * channel.K + channel.noise_dim
 
 
@@ -605,6 +608,16 @@ class MonteCarloChannel:
         overlap_split(m, q, Q0)  # the overlaps' constraint, named
         ch = self.channel
         R = self.draws.replicas
+        a, c = student_given_teacher(m, q, Q0)
+        rows = optional_member(ch, "row_test_terms")
+        if rows is not None:
+            # one row's integral (docs/theory.md 16.7): the draws are the same for every Q0
+            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R, np.random.SeedSequence(
+                [self._seed, 1]).generate_state(1)[0])
+            terms = rows(g.reshape(-1, g.shape[-1]), math.sqrt(Q0), a, math.sqrt(c))
+            out = terms.reshape(R, -1, 2).mean(axis=1)
+            self._test_cache = (key, out)
+            return out
         if self._test_set is None or self._test_set[0] != Q0:
             K = ch.K
             g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R,
@@ -619,7 +632,6 @@ class MonteCarloChannel:
                 y = ch.labels_from_noise(ch.h_from_u(ustar), noise)
             self._test_set = (Q0, ustar, np.ascontiguousarray(g[..., K:2 * K].reshape(-1, K)), y)
         _, ustar, z, y = self._test_set
-        a, c = student_given_teacher(m, q, Q0)
         fused = optional_member(ch, "test_and_train_terms")
         if fused is not None:
             terms = fused(ustar, z, y, a, math.sqrt(c))

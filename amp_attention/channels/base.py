@@ -46,6 +46,11 @@ without one falls back to the generic path:
     s z, shape (n, 2), in one pass: the SE's test-only samples (the same numbers as the two
     members, without omega in memory); ``y=None`` stands for the noiseless labels
     y = g(h(ustar)) (Delta = 0), whose train term is the test term: both columns hold it;
+``row_test_terms(G, sqrt_Q0, a, s)`` with ``row_draw_dimension``
+    the same expectations as ``test_and_train_terms`` (clean and noisy test error) as L
+    times one row's, from G (n, row_draw_dimension) standard normals: for channels whose
+    outputs are row-wise functions of h's rows (the rows of (h*, h, y) exchangeable),
+    an integral over one row's coordinates (docs/theory.md 16.7);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
@@ -254,7 +259,8 @@ OPTIONAL_MEMBERS: dict[str, Any] = {"se": None, "population_error": None,
                                     "newton_from": None, "newton_step": None,
                                     "convex_below": None, "stein_traces": None,
                                     "centre_jacobian_cv": None, "newton_step_stein": None,
-                                    "test_and_train_terms": None}
+                                    "test_and_train_terms": None, "row_test_terms": None,
+                                    "row_draw_dimension": 0}
 
 
 #: the members that direct ERM and Adam on data use (a channel for data only needs these)

@@ -11,7 +11,8 @@ import math
 import numpy as np
 
 from .. import _channel_kernels as ck
-from .base import ProxBatch, ZeroLossGeometry, as_2d, logit_noise_u_std, variance_matrix
+from .base import (ProxBatch, ZeroLossGeometry, as_2d, is_logit_noise, logit_noise_u_std,
+                   variance_matrix)
 from .newton import BuiltinNewtonChannel
 
 
@@ -67,6 +68,35 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         """d g(h(u)) / du, shape (n, M, K)."""
         _, D = self.row_softmax_jacobian(U)
         return D.reshape(D.shape[0], self.K, self.M).transpose(0, 2, 1)
+
+    # ---------------------------------------------------------- the test error by rows
+    @property
+    def row_draw_dimension(self) -> int:
+        """Standard normals per sample of :meth:`row_test_terms`: row 0's L coordinates of u*
+        and of omega's own spread, and (Delta > 0) the row's L label-noise normals."""
+        return (3 if self.noise > 0 else 2) * self.L
+
+    def row_test_terms(self, G: np.ndarray, sqrt_Q0: float, a: float, s: float) -> np.ndarray:
+        """Per row of the standard normals G (n, row_draw_dimension): L times the first row's
+        (||g_0(h*) - g_0(h)||^2, ||y_0 - g_0(h)||^2), with u* = sqrt_Q0 G[:, :L] and omega =
+        a u* + s G[:, L:2L] on row 0's coordinates (h_0b = tau_b u_b) and the row's labels
+        y_0 from the noise normals G[:, 2L:] (docs/theory.md 16.7).  The rows of (h*, h, y)
+        are exchangeable (a permutation of the tokens permutes them and leaves the Gaussian
+        law and the noise model unchanged), so the mean of each column equals that of
+        test_and_train_terms' over all L rows, an integral in 2L (3L) dimensions instead of
+        2K (2K + M or 3K); shape (n, 2)."""
+        L = self.L
+        G = np.asarray(G, dtype=np.float64)
+        if G.ndim != 2 or G.shape[1] != self.row_draw_dimension:
+            raise ValueError(f"G must have shape (n, {self.row_draw_dimension}) (row_draw_"
+                             f"dimension), got {G.shape}")
+        row = np.flatnonzero(self._ka == 0)  # the coordinates k = (0, b), b = 0..L-1
+        tau = np.ascontiguousarray(self._tau[row])
+        kind = 0 if self.noise == 0 else 2 if is_logit_noise(self.noise_at) else 1
+        std = (tau * logit_noise_u_std(self.noise_at, self._tau)[row] if kind == 2
+               else np.ones(L))
+        return ck.row_test_terms_batch(G, sqrt_Q0, a, s, self.beta, tau, kind,
+                                       math.sqrt(self.noise), np.ascontiguousarray(std))
 
     # ---------------------------------------------------------- Bayes-optimal
     def _constrained_basis(self) -> np.ndarray:
