@@ -340,8 +340,9 @@ class PairedSamples:
 
 @dataclass(frozen=True)
 class StepTerms:
-    """The control variate's terms per sample (``m``, ``q``, ``stein``: (R 2N,)) and per pair
-    (``X``: (R, N), the V_hat integration by parts) of one sample set
+    """The control variate's terms per sample (``m``, ``q``: (R 2N,); ``stein``: (R 2N,), or
+    (R N,) at the pairs' omega_+ on the narrow pairs of the big set) and per pair (``X``:
+    (R, N), the V_hat integration by parts) of one sample set
     (:meth:`MonteCarloChannel._step_terms`); ``stein`` None without Stein's form."""
 
     m: np.ndarray
@@ -697,7 +698,20 @@ class MonteCarloChannel:
         Jacobian (docs/theory.md 16.6)."""
         ch = self.channel
         fused = optional_member(ch, "newton_step_stein") if self.stein else None
-        if fused is not None:  # the steps and Stein's traces at omega in one pass
+        if fused is not None and centre_cv:
+            # the narrow pairs (STEP_THETA): omega_- nearly repeats omega_+, and Stein's trace
+            # there would repeat it too; taken at omega_+ only (each omega_+ has the law of
+            # omega: exact), the steps at both (the V_hat term's pair differences)
+            R, N, K = smp.replicas, smp.n_points, ch.K
+            om = smp.omega.reshape(R, 2, N, K)
+            Gp, st, rp = fused(y1, om[:, 0].reshape(R * N, K),
+                               smp.ustar.reshape(R, 2, N, K)[:, 0].reshape(R * N, K), V,
+                               steps=self.STEP_ITERATIONS, report_raised=True)
+            Gm, _, rm = ch.newton_step(y1, om[:, 1].reshape(R * N, K), V,
+                                       steps=self.STEP_ITERATIONS, report_raised=True)
+            G = np.stack([Gp.reshape(R, N, K), Gm.reshape(R, N, K)], axis=1).reshape(-1, K)
+            raised = np.concatenate([rp, rm])
+        elif fused is not None:  # the steps and Stein's traces at omega in one pass
             G, st, raised = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS,
                                   report_raised=True)
         else:

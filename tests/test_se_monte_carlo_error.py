@@ -514,3 +514,33 @@ def test_stein_form_of_m_hat_is_blended_out_continuously():
     at = [mc._prefer_stein(direct, stein + z * comb).mean() for z in (2.999999, 3.000001,
                                                                       4.999999, 5.000001)]
     assert abs(at[0] - at[1]) < 1e-5 * comb and abs(at[2] - at[3]) < 1e-5 * comb
+
+
+@pytest.mark.parametrize("L", [2, 5])
+def test_big_sets_stein_trace_at_omega_plus_only_repeats_both_samples(L):
+    """On the control variate's big set (narrow pairs, STEP_THETA) Stein's trace is taken at
+    each pair's omega_+ only: per replica it equals the mean over both samples, computed here
+    by the channel's fused steps on all rows, within a small fraction of its replica spread
+    (the pairs' samples nearly coincide) and as noisy, and the other columns are those of the steps on all
+    rows exactly (the same G)."""
+    from amp_attention.channels import channel_for
+    from amp_attention.channels.base import overlap_split
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel, paired_samples
+
+    ch = channel_for(Task("softmax", L=L))
+    m, q, Q0, V = (0.70, 0.36, 1.5, 0.9) if L == 2 else (0.54, 0.26, 1.5, 1.2)
+    mc = MonteCarloChannel(ch, log2_n=8, replicas=8, seed=3, step_log2_n=11)
+    slope = overlap_split(m, q, Q0)[0]
+    got = mc._step_means(m, q, Q0, V, slope)
+    _, draws, y, _ = mc._step_samples(Q0)
+    smp = paired_samples(draws, m, q, Q0, mc.STEP_THETA)
+    G, st = ch.newton_step_stein(y, smp.omega, smp.ustar, V, steps=mc.STEP_ITERATIONS)
+    both = smp.per_replica(np.where(np.isfinite(st), st, 0.0))
+    spread = both.std(ddof=1)
+    # measured over 3 seeds: differences up to 0.10 of the spread, the spreads within 2.5 %
+    assert np.all(np.abs(got[:, 3] - both) <= 0.25 * spread), (got[:, 3] - both, spread)
+    assert got[:, 3].std(ddof=1) <= 1.25 * spread
+    m_terms = np.einsum("ij,ij->i", G, smp.ustar) - slope * np.einsum("ij,ij->i", G, smp.omega)
+    np.testing.assert_allclose(got[:, 0], smp.per_replica(m_terms), rtol=1e-12)
+    np.testing.assert_allclose(got[:, 1], smp.per_replica(np.einsum("ij,ij->i", G, G)),
+                               rtol=1e-12)
