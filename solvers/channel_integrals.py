@@ -340,24 +340,14 @@ class PairedSamples:
 
 @dataclass(frozen=True)
 class StepTerms:
-    """The control variate's terms per sample (``m``, ``q``: (R 2N,); ``stein``: (R 2N,), or
-    (R N,) at the pairs' omega_+ on the narrow pairs of the big set) and per pair (``X``:
-    (R, N), the V_hat integration by parts) of one sample set
+    """The control variate's terms per sample (``m``, ``q``, ``stein``: (R 2N,)) and per pair
+    (``X``: (R, N), the V_hat integration by parts) on the SE's own samples
     (:meth:`MonteCarloChannel._step_terms`); ``stein`` None without Stein's form."""
 
     m: np.ndarray
     q: np.ndarray
     X: np.ndarray
     stein: np.ndarray | None
-    #: share of the rows whose steps from omega had I + V H's eigenvalues raised
-    raised: float = 0.0
-
-    def replica_means(self, smp: PairedSamples) -> np.ndarray:
-        """Per replica (rows) the means: columns m, q, X (and stein)."""
-        cols = [smp.per_replica(self.m), smp.per_replica(self.q), self.X.mean(axis=1)]
-        if self.stein is not None:
-            cols.append(smp.per_replica(self.stein))
-        return np.column_stack(cols)
 
 
 def student_given_teacher(m: float, q: float, Q0: float) -> tuple[float, float]:
@@ -484,8 +474,10 @@ class MonteCarloChannel:
     THETA = 0.25
     #: theta of the control variate's own samples: any theta gives exact samples of omega | u*
     #: and an exact integration by parts; the step is smooth, so a narrow pair turns its
-    #: by-parts term into eta^T (dG/domega) eta, which the centre's term nearly cancels
-    STEP_THETA = 0.01
+    #: by-parts term into eta^T (dG/domega) eta, which the centre's term nearly cancels, and
+    #: the one-sided difference against the centre (_step_means) leaves O(sqrt(theta)) odd
+    #: terms (at 0.01 they raised the V_hat term's spread 1.0-1.5x, at 1e-4 0.99-1.03x)
+    STEP_THETA = 1e-4
     #: Newton iterations of the control variate's output function from omega
     STEP_ITERATIONS = 2
 
@@ -688,58 +680,44 @@ class MonteCarloChannel:
             X = X - self._centre_jacobian_cv(y, smp, V).reshape(X.shape)
         return X.mean(axis=1)
 
-    def _step_terms(self, y: np.ndarray, y1: np.ndarray, smp: PairedSamples, V: float,
-                    slope: float, centre_cv: bool) -> "StepTerms":
-        """The control variate's terms on the samples ``smp``, per sample (per pair for
-        V_hat): those of m_hat, q_hat and V_hat by parts (and Stein's m_hat where the channel
-        has it) with g_out replaced by STEP_ITERATIONS Newton steps of the prox objective from
-        omega (I + V H's eigenvalues floored: a step function continuous in omega and V), and
-        (``centre_cv``) the V_hat term less the centre's zero-mean term with those steps'
-        Jacobian (docs/theory.md 16.6)."""
+    def _step_rows(self, y: np.ndarray, omega: np.ndarray, ustar: np.ndarray, V: float,
+                   replicas: int) -> tuple:
+        """(G, Stein's traces or None, raised) of the control variate's output function at the
+        rows ``omega``: STEP_ITERATIONS Newton steps of the prox objective from omega (I + V H's
+        eigenvalues floored: a step function continuous in omega and V), and Stein's m_hat
+        term tr[(I + V H)^-1 J(omega)^T J(u*)] where the SE uses Stein's form (0 where
+        I + V H(omega) is singular)."""
         ch = self.channel
         fused = optional_member(ch, "newton_step_stein") if self.stein else None
-        if fused is not None and centre_cv:
-            # the narrow pairs (STEP_THETA): omega_- nearly repeats omega_+, and Stein's trace
-            # there would repeat it too; taken at omega_+ only (each omega_+ has the law of
-            # omega: exact), the steps at both (the V_hat term's pair differences)
-            R, N, K = smp.replicas, smp.n_points, ch.K
-            om = smp.omega.reshape(R, 2, N, K)
-            Gp, st, rp = fused(y1, om[:, 0].reshape(R * N, K),
-                               smp.ustar.reshape(R, 2, N, K)[:, 0].reshape(R * N, K), V,
-                               steps=self.STEP_ITERATIONS, report_raised=True)
-            Gm, _, rm = ch.newton_step(y1, om[:, 1].reshape(R * N, K), V,
-                                       steps=self.STEP_ITERATIONS, report_raised=True)
-            G = np.stack([Gp.reshape(R, N, K), Gm.reshape(R, N, K)], axis=1).reshape(-1, K)
-            raised = np.concatenate([rp, rm])
-        elif fused is not None:  # the steps and Stein's traces at omega in one pass
-            G, st, raised = fused(y, smp.omega, smp.ustar, V, steps=self.STEP_ITERATIONS,
+        if fused is not None:  # the steps and Stein's traces at omega in one pass
+            G, st, raised = fused(y, omega, ustar, V, steps=self.STEP_ITERATIONS,
                                   report_raised=True)
         else:
-            G, _, raised = ch.newton_step(y, smp.omega, V, steps=self.STEP_ITERATIONS,
+            G, _, raised = ch.newton_step(y, omega, V, steps=self.STEP_ITERATIONS,
                                           report_raised=True)
             st = None
-        n_raised = int(np.count_nonzero(raised))
-        self.n_step_raised += n_raised
-        R = smp.replicas
-        X = self._pair_differences(smp, G)
-        if centre_cv:
-            _, cv, raised = ch.newton_step(y1, smp.centre, V, smp.eta,
-                                           steps=self.STEP_ITERATIONS, report_raised=True)
-            self.n_step_raised += int(np.count_nonzero(raised))
-            X = X - cv.reshape(X.shape)
-        if self.stein:
-            # Stein's form at omega instead of the prox point, a replica at a time unless the
-            # channel fuses it (the Jacobians are M x K per sample); 0 where I + V H(omega) is
-            # singular
-            if st is None:
-                n = smp.omega.shape[0] // (1 if optional_member(ch, "stein_traces") else R)
-                st = np.concatenate([self._stein_terms(y[a:a + n], smp.omega[a:a + n],
-                                                       smp.ustar[a:a + n], V)
-                                     for a in range(0, smp.omega.shape[0], n)])
+            if self.stein:
+                # a replica at a time unless the channel fuses the traces (the Jacobians are
+                # M x K per sample)
+                n = omega.shape[0] // (1 if optional_member(ch, "stein_traces") else replicas)
+                st = np.concatenate([self._stein_terms(y[a:a + n], omega[a:a + n],
+                                                       ustar[a:a + n], V)
+                                     for a in range(0, omega.shape[0], n)])
+        if st is not None:
             st = np.where(np.isfinite(st), st, 0.0)
-        # row dot products without (n, K) temporaries (n = 2^20 rows at L = 5)
+        self.n_step_raised += int(np.count_nonzero(raised))
+        return G, st, raised
+
+    def _step_terms(self, y: np.ndarray, smp: PairedSamples, V: float,
+                    slope: float) -> "StepTerms":
+        """The control variate's terms on the SE's own samples ``smp``, per sample (per pair
+        for V_hat): those of m_hat, q_hat and V_hat by parts (and Stein's m_hat where the
+        channel has it) with g_out replaced by the steps' G (:meth:`_step_rows`; docs/theory.md
+        16.6)."""
+        G, st, _ = self._step_rows(y, smp.omega, smp.ustar, V, smp.replicas)
+        # row dot products without (n, K) temporaries
         m = np.einsum("ij,ij->i", G, smp.ustar) - slope * np.einsum("ij,ij->i", G, smp.omega)
-        return StepTerms(m, np.einsum("ij,ij->i", G, G), X, st, n_raised / max(raised.size, 1))
+        return StepTerms(m, np.einsum("ij,ij->i", G, G), self._pair_differences(smp, G), st)
 
     def _labels(self, draws: GaussianDraws, Q0: float) -> tuple[np.ndarray, np.ndarray]:
         """(labels of every sample (2RN, M), labels of every point (RN, M)) of ``draws`` with
@@ -760,23 +738,46 @@ class MonteCarloChannel:
         return self._own_label_set[1:]
 
     def _step_samples(self, Q0: float) -> tuple:
-        """(Q0, draws, labels per sample, labels per point) of the control variate's own
-        samples, labels computed once per Q0."""
+        """(Q0, draws, labels per point) of the control variate's own samples, labels computed
+        once per Q0."""
         if self._step_set is None or self._step_set[0] != Q0:
             R = self.draws.replicas
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
-            self._step_set = (Q0, draws, *self._labels(draws, Q0))
+            self._step_set = (Q0, draws, self._labels(draws, Q0)[1])
         return self._step_set
 
     def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
-        """Per replica (rows) the means of :meth:`_step_terms` on the control variate's own
-        samples (2^step_log2_n per replica, scrambled independently of the SE's), labels
-        computed once per Q0; columns m_hat, q_hat, V_hat (and Stein's m_hat)."""
+        """Per replica (rows) the means of the control variate's terms on its own samples
+        (2^(step_log2_n - 1) points per replica, scrambled independently of the SE's), labels
+        computed once per Q0; columns m_hat, q_hat, V_hat (and Stein's m_hat).
+
+        Each point is a centre c = (m/Q0) u* + sqrt((1 - STEP_THETA) C) eta0 and one sample
+        omega = c + s eta, s = sqrt(STEP_THETA C), which has the law of omega | u*: the terms
+        of m_hat, q_hat and Stein's at omega, V_hat's by parts one-sided against the centre,
+        (G(omega) - G(c)) . eta / s, less the centre's zero-mean term eta^T A_c eta - tr A_c.
+        Exact: E[G(c) . eta] = 0 (c does not depend on eta) and E[G(omega) . eta] / s =
+        E tr dG/domega (Stein's lemma in eta at fixed c; G is Lipschitz); with the narrow
+        STEP_THETA the one-sided difference's odd terms, O(s), are below the RQMC noise
+        (measured: spreads within 0.99-1.03x of the symmetric pair's), and the centre's steps,
+        which its term needs anyway, replace a second run at c - s eta (docs/theory.md 16.6)."""
         self.n_step_means += 1
-        _, draws, y, y1 = self._step_samples(Q0)
-        smp = paired_samples(draws, m, q, Q0, self.STEP_THETA)
-        return self._step_terms(y, y1, smp, V, slope, centre_cv=True).replica_means(smp)
+        _, draws, y1 = self._step_samples(Q0)
+        R, N, K = draws.ustar.shape
+        a, c = student_given_teacher(m, q, Q0)
+        ustar = math.sqrt(Q0) * draws.ustar.reshape(R * N, K)
+        eta = draws.eta.reshape(R * N, K)
+        centre = a * ustar + math.sqrt((1.0 - self.STEP_THETA) * c) * draws.eta0.reshape(R * N, K)
+        s = math.sqrt(self.STEP_THETA * c)
+        omega = centre + s * eta
+        G, st, _ = self._step_rows(y1, omega, ustar, V, R)
+        Gc, cv, raised = self.channel.newton_step(y1, centre, V, eta, steps=self.STEP_ITERATIONS,
+                                                  report_raised=True)
+        self.n_step_raised += int(np.count_nonzero(raised))
+        X = np.einsum("ij,ij->i", G - Gc, eta) / s - cv
+        cols = [np.einsum("ij,ij->i", G, ustar) - slope * np.einsum("ij,ij->i", G, omega),
+                np.einsum("ij,ij->i", G, G), X] + ([] if st is None else [st])
+        return np.column_stack([v.reshape(R, N).mean(axis=1) for v in cols])
 
     #: the control variate's weight b falls linearly from 1 to 0 as the share of raised rows
     #: (STEP_FLOOR) grows from RAISED_FULL to RAISED_NONE: there the steps stop following the
@@ -828,7 +829,7 @@ class MonteCarloChannel:
         b = self.control_variate_weight(m, q, Q0, V)
         if b == 0.0:
             return None
-        own = self._step_terms(y, y1, smp, V, slope, centre_cv=False)
+        own = self._step_terms(y, smp, V, slope)
         return own, self._step_means(m, q, Q0, V, slope), b
 
     def set_control_variate_reference(self, x=None) -> None:
