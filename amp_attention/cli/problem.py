@@ -139,7 +139,8 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
                         "2^M (default: min(M + 3, 16), lowered until the draws fit 64 MiB)")
     g.add_argument("--mc-step-log2n", type=int, default=None, metavar="S",
                    help="control variate of the hats: a couple of Newton steps of the prox "
-                        "from omega, averaged over 2^S samples per replica of its own, plus "
+                        "from omega, averaged over 2^(S-1) samples per replica of its own "
+                        "(2^S Newton runs: each sample and its pair's centre), plus "
                         "(prox - steps) on the 2^M; 0 switches it off (default: min(M + 3, "
                         "16), lowered until the draws fit 128 MiB; the softmax channel, where "
                         "the steps' I + V H stays positive definite at every sample)")
