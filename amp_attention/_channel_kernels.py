@@ -109,19 +109,25 @@ def _h_from_u_flat(u, ka, kb, tau, L, w, o):
 
 
 @njit(cache=True, inline="always")
+def _softmax_row_flat(beta, L, src, so, dst, do):
+    """softmax(beta z) of one row z = src[so:so + L] into dst[do:do + L]."""
+    m = beta * src[so]
+    for b in range(1, L):
+        m = max(m, beta * src[so + b])
+    s = 0.0
+    for b in range(L):
+        e = math.exp(beta * src[so + b] - m)
+        dst[do + b] = e
+        s += e
+    for b in range(L):
+        dst[do + b] /= s
+
+
+@njit(cache=True, inline="always")
 def _softmax_rows_flat(beta, L, src, so, dst, do):
     """softmax_rows(beta h) of h at src[so:] (row-major L x L) into dst[do:]."""
     for a in range(L):
-        m = beta * src[so + a * L]
-        for b in range(1, L):
-            m = max(m, beta * src[so + a * L + b])
-        s = 0.0
-        for b in range(L):
-            e = math.exp(beta * src[so + a * L + b] - m)
-            dst[do + a * L + b] = e
-            s += e
-        for b in range(L):
-            dst[do + a * L + b] /= s
+        _softmax_row_flat(beta, L, src, so + a * L, dst, do + a * L)
 
 
 @njit(cache=True, inline="always")
@@ -761,20 +767,6 @@ def test_train_residuals(Ustar, Z, Y, a, sc, par, ka, kb, tau, wsize):
 
 
 @njit(cache=True, inline="always")
-def _softmax_row(beta, z, out):
-    """out = softmax(beta z) of one row (numerically stable)."""
-    zmax = -math.inf
-    for b in range(z.size):
-        zmax = max(zmax, beta * z[b])
-    tot = 0.0
-    for b in range(z.size):
-        out[b] = math.exp(beta * z[b] - zmax)
-        tot += out[b]
-    for b in range(z.size):
-        out[b] /= tot
-
-
-@njit(cache=True, inline="always")
 def _sq_dist(x, y):
     """||x - y||^2 of two vectors."""
     t = 0.0
@@ -796,8 +788,8 @@ def _row_test_chunk(lo, hi, G, sq0, a, sc, beta, tau, noise_kind, sd, std, out):
         for b in range(L):
             hs[b] = sq0 * tau[b] * G[i, b]
             hp[b] = a * hs[b] + sc * tau[b] * G[i, L + b]
-        _softmax_row(beta, hs, As)
-        _softmax_row(beta, hp, Ap)
+        _softmax_row_flat(beta, L, hs, 0, As, 0)
+        _softmax_row_flat(beta, L, hp, 0, Ap, 0)
         clean = _sq_dist(As, Ap)
         out[i, 0] = L * clean
         if noise_kind == 0:
@@ -809,7 +801,7 @@ def _row_test_chunk(lo, hi, G, sq0, a, sc, beta, tau, noise_kind, sd, std, out):
         else:  # logit noise: y = softmax(beta (h* + sd std E))
             for b in range(L):
                 hp[b] = hs[b] + sd * std[b] * G[i, 2 * L + b]
-            _softmax_row(beta, hp, Ay)
+            _softmax_row_flat(beta, L, hp, 0, Ay, 0)
         out[i, 1] = L * _sq_dist(Ay, Ap)
 
 

@@ -602,19 +602,26 @@ class MonteCarloChannel:
         ch = self.channel
         R = self.draws.replicas
         a, c = student_given_teacher(m, q, Q0)
+        seed = np.random.SeedSequence([self._seed, 1]).generate_state(1)[0]
         rows = optional_member(ch, "row_test_terms")
         if rows is not None:
             # one row's integral (docs/theory.md 16.7): the draws are the same for every Q0
-            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R, np.random.SeedSequence(
-                [self._seed, 1]).generate_state(1)[0])
+            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R, seed)
             terms = rows(g.reshape(-1, g.shape[-1]), math.sqrt(Q0), a, math.sqrt(c))
-            out = terms.reshape(R, -1, 2).mean(axis=1)
-            self._test_cache = (key, out)
-            return out
+        else:
+            terms = self._all_rows_test_terms(Q0, a, c, seed)
+        out = terms.reshape(R, -1, 2).mean(axis=1)
+        self._test_cache = (key, out)
+        return out
+
+    def _all_rows_test_terms(self, Q0: float, a: float, c: float, seed) -> np.ndarray:
+        """:meth:`test_fields`' per-sample (clean, noisy) test terms over all of h's rows, on
+        test-only draws of u*, omega's own spread and the label noise (kept per Q0)."""
+        ch = self.channel
+        R = self.draws.replicas
         if self._test_set is None or self._test_set[0] != Q0:
             K = ch.K
-            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R,
-                              np.random.SeedSequence([self._seed, 1]).generate_state(1)[0])
+            g = sobol_normals(test_draw_dimension(ch), self.test_log2_n, R, seed)
             ustar = math.sqrt(Q0) * g[..., :K].reshape(-1, K)
             if ch.noise == 0:
                 # no label noise: y = g(h(u*)), the noisy test error is the clean one (the
@@ -633,9 +640,7 @@ class MonteCarloChannel:
             # the noisy test error ||y - g(h(omega))||^2 is the train term at omega
             t = ch.test_terms(ustar, omega)
             terms = np.column_stack([t, t if y is None else ch.train_terms(y, omega)])
-        out = terms.reshape(R, -1, 2).mean(axis=1)
-        self._test_cache = (key, out)
-        return out
+        return terms
 
     def _centre_jacobian_cv(self, y: np.ndarray, smp: PairedSamples, V: float) -> np.ndarray:
         """Per point eta^T A_c eta - tr A_c, A_c = ((I + V H)^-1 - I)/V the prox Jacobian at
@@ -682,7 +687,7 @@ class MonteCarloChannel:
 
     def _step_rows(self, y: np.ndarray, omega: np.ndarray, ustar: np.ndarray, V: float,
                    replicas: int) -> tuple:
-        """(G, Stein's traces or None, raised) of the control variate's output function at the
+        """(G, Stein's traces or None) of the control variate's output function at the
         rows ``omega``: STEP_ITERATIONS Newton steps of the prox objective from omega (I + V H's
         eigenvalues floored: a step function continuous in omega and V), and Stein's m_hat
         term tr[(I + V H)^-1 J(omega)^T J(u*)] where the SE uses Stein's form (0 where
@@ -706,7 +711,7 @@ class MonteCarloChannel:
         if st is not None:
             st = np.where(np.isfinite(st), st, 0.0)
         self.n_step_raised += int(np.count_nonzero(raised))
-        return G, st, raised
+        return G, st
 
     def _step_terms(self, y: np.ndarray, smp: PairedSamples, V: float,
                     slope: float) -> "StepTerms":
@@ -714,7 +719,7 @@ class MonteCarloChannel:
         for V_hat): those of m_hat, q_hat and V_hat by parts (and Stein's m_hat where the
         channel has it) with g_out replaced by the steps' G (:meth:`_step_rows`; docs/theory.md
         16.6)."""
-        G, st, _ = self._step_rows(y, smp.omega, smp.ustar, V, smp.replicas)
+        G, st = self._step_rows(y, smp.omega, smp.ustar, V, smp.replicas)
         # row dot products without (n, K) temporaries
         m = np.einsum("ij,ij->i", G, smp.ustar) - slope * np.einsum("ij,ij->i", G, smp.omega)
         return StepTerms(m, np.einsum("ij,ij->i", G, G), self._pair_differences(smp, G), st)
@@ -723,12 +728,18 @@ class MonteCarloChannel:
         """(labels of every sample (2RN, M), labels of every point (RN, M)) of ``draws`` with
         u* = sqrt(Q0) zeta: the two samples of a point share u* and the noise, and the labels
         do not depend on the overlaps."""
+        R, N, _ = draws.ustar.shape
+        y1 = self._point_labels(draws, Q0)
+        y = np.broadcast_to(y1.reshape(R, 1, N, -1), (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
+        return y, y1
+
+    def _point_labels(self, draws: GaussianDraws, Q0: float) -> np.ndarray:
+        """Labels of every point (RN, M) of ``draws`` with u* = sqrt(Q0) zeta (:meth:`_labels`
+        without the per-sample copy)."""
         ch = self.channel
         R, N, K = draws.ustar.shape
         first = (math.sqrt(Q0) * draws.ustar).reshape(R * N, K)
-        y1 = ch.labels_from_noise(ch.h_from_u(first), draws.noise.reshape(R * N, -1))
-        y = np.broadcast_to(y1.reshape(R, 1, N, -1), (R, 2, N, y1.shape[1])).reshape(2 * R * N, -1)
-        return y, y1
+        return ch.labels_from_noise(ch.h_from_u(first), draws.noise.reshape(R * N, -1))
 
     def _own_labels(self, Q0: float) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_labels` of the SE's own draws: they depend on Q0 alone (u* = sqrt(Q0)
@@ -744,7 +755,7 @@ class MonteCarloChannel:
             R = self.draws.replicas
             seed = int(np.random.SeedSequence([self._seed, 2]).generate_state(1)[0])
             draws = channel_draws(self.channel.K, self.channel.noise_dim, self.step_log2_n, R, seed)
-            self._step_set = (Q0, draws, self._labels(draws, Q0)[1])
+            self._step_set = (Q0, draws, self._point_labels(draws, Q0))
         return self._step_set
 
     def _step_means(self, m: float, q: float, Q0: float, V: float, slope: float) -> np.ndarray:
@@ -770,7 +781,7 @@ class MonteCarloChannel:
         centre = a * ustar + math.sqrt((1.0 - self.STEP_THETA) * c) * draws.eta0.reshape(R * N, K)
         s = math.sqrt(self.STEP_THETA * c)
         omega = centre + s * eta
-        G, st, _ = self._step_rows(y1, omega, ustar, V, R)
+        G, st = self._step_rows(y1, omega, ustar, V, R)
         Gc, cv, raised = self.channel.newton_step(y1, centre, V, eta, steps=self.STEP_ITERATIONS,
                                                   report_raised=True)
         self.n_step_raised += int(np.count_nonzero(raised))
