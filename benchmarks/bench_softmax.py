@@ -16,7 +16,9 @@ matrix, median of three repeats, measured in this process before each goal.
    runs at ``--mc-seed`` 0, 1, ...: the median time, and the relative Monte-Carlo error of
    the test error as the root mean square of the runs' own estimates (each from 8 replicas
    is itself uncertain by ~25 %; the L = 2 point's seed 0 reports 9.4e-5, its rms over 4
-   seeds is 1.4e-4).  Target: <= 3 C, relative error <= 1e-3.
+   seeds is 1.4e-4); also printed, the seed-to-seed scatter of the runs' test errors (the
+   error itself, not an estimate, but from ``--runs`` values: rough at 4).  Target: <= 3 C,
+   relative error <= 1e-3.
 2. A 4 x 4 softmax phase diagram (logit noise 0.5, alpha 0.1-0.6, lam 0.01-1 log-spaced,
    ``--workers 0``), whole, in units of goal 1's point.  Target: <= 8 points.
    ``--big``: a 32 x 32 diagram of the same ranges on 2 workers.  Target: <= 15 minutes,
@@ -27,9 +29,12 @@ matrix, median of three repeats, measured in this process before each goal.
    the same seeds) is at most the L = 2 point's (printed: whether it is), against goal 1's
    point.  Target: each <= 4 x the L = 2 point.  The sets, measured over 4 seeds in the
    fourteenth round (docs/performance.md): L = 3 2^12 own, 2^16 control-variate and 2^17
-   test samples per replica (rms 1.33e-4; 2^11 / 2^16 / 2^17 gave 1.51e-4); L = 5 2^11 /
-   2^15 / 2^16 (rms 9.8e-5; 2^10 own gave 1.39e-4, the L = 2 point's own figure, and 2^14
-   control-variate samples 3.4e-4).  Every point takes the control variate once per fine
+   test samples per replica (rms 1.33e-4; 2^11 / 2^16 / 2^17 gave 1.51e-4); L = 5 in the
+   fifteenth round 2^10 own / 2^15 / 2^16 with the coarse level at 2^7, an eighth of the own
+   samples as the CLI defaults' 2^8 of 2^11 (8 seeds: rms 1.33e-4 against the L = 2 point's
+   1.33e-4 in the same run, seed-to-seed scatter 1.0e-4 against its 1.9e-4; the fourteenth
+   round's 2^11 / 2^15 / 2^16 at coarse 2^8, 9.3e-5, cost 5.0-5.6 points; 2^14
+   control-variate samples gave 3.4e-4).  Every point takes the control variate once per fine
    solve (``--mc-step-at start``, the default since the eleventh round).  3'. The same
    three points with ``--mc-step-at each`` (at every fine evaluation, the default before),
    against each other.
@@ -41,6 +46,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import statistics
 import sys
 import tempfile
@@ -87,17 +93,20 @@ def cli(argv: list[str]) -> tuple[float, str]:
 
 
 def se_point(extra: list[str], runs: int) -> tuple[float, float, dict]:
-    """(median seconds, rel_test_error over the runs, the first run's JSON result) of
+    """(median seconds, rel_test_error over the runs, the first run's JSON result with
+    ``scatter``: the relative seed-to-seed standard deviation of the runs' test errors) of
     ``se --channel softmax --json EXTRA --mc-seed k``, k = 0 .. runs - 1."""
-    times, errors, first = [], [], {}
+    times, errors, values, first = [], [], [], {}
     for k in range(runs):
         clear_draw_memo()
         dt, out = cli(["se", "--channel", "softmax", "--json", *extra, "--mc-seed", str(k)])
         times.append(dt)
         res = json.loads(out.splitlines()[0])
         errors.append(res["mc_stderr"]["test_error"] / res["test_error"])
+        values.append(res["test_error"])
         first = first or res
-    return statistics.median(times), rel_test_error(errors), first
+    scatter = statistics.stdev(values) / statistics.fmean(values) if runs > 1 else math.nan
+    return statistics.median(times), rel_test_error(errors), {**first, "scatter": scatter}
 
 
 def rel_test_error(errors: list[float]) -> float:
@@ -128,7 +137,8 @@ def run_goals(args, label: str) -> None:
     t2, e2, r2 = se_point(["--L", "2"], args.runs)
     print(f"1. CLI-default softmax L = 2 point: {t2:.2f} s = {t2 / C:.2f} C (target <= 3 C); "
           f"rel. MC error of the test error {e2:.1e} (target <= 1e-3); "
-          f"{r2['iterations']} fine + {r2['iterations_coarse']} coarse iterations", flush=True)
+          f"{r2['iterations']} fine + {r2['iterations_coarse']} coarse iterations; seed-to-seed "
+          f"scatter {r2['scatter']:.1e}", flush=True)
     C = calibration()
     t_pd = phase_diagram(4, 0)
     print(f"2. 4 x 4 softmax phase diagram (--workers 0): {t_pd:.1f} s = {t_pd / t2:.1f} "
@@ -150,11 +160,12 @@ def goal3(args, t2: float, e2: float, flags: list[str], label: str, unit: str) -
     """The L = 3 and L = 5 points with ``flags``, against an L = 2 point of t2 seconds and
     relative test-error error e2."""
     for L, alpha, extra in ((3, "0.5", args.args_L3), (5, "0.1", args.args_L5)):
-        tL, eL, _ = se_point(["--L", str(L), "--alpha", alpha, *extra.split(), *flags],
+        tL, eL, rL = se_point(["--L", str(L), "--alpha", alpha, *extra.split(), *flags],
                              args.runs)
         print(f"{label} L = {L} point (alpha {alpha}, {' '.join([extra, *flags])}): {tL:.2f} s "
               f"= {tL / t2:.2f} {unit} (target <= 4); rel. MC error of the test error "
-              f"{eL:.1e} ({'<=' if eL <= e2 else '>'} that L = 2 point's {e2:.1e})", flush=True)
+              f"{eL:.1e} ({'<=' if eL <= e2 else '>'} that L = 2 point's {e2:.1e}); seed-to-seed "
+              f"scatter {rL['scatter']:.1e}", flush=True)
 
 
 def main() -> None:
@@ -165,7 +176,8 @@ def main() -> None:
     p.add_argument("--no-neighbour", action="store_true", help="idle only")
     p.add_argument("--args-L3", default="--mc-log2n 12 --mc-step-log2n 16 --mc-test-log2n 17",
                    help="sample-size flags of the L = 3 point")
-    p.add_argument("--args-L5", default="--mc-log2n 11 --mc-step-log2n 15 --mc-test-log2n 16",
+    p.add_argument("--args-L5", default="--mc-log2n 10 --mc-coarse-log2n 7 "
+                   "--mc-step-log2n 15 --mc-test-log2n 16",
                    help="sample-size flags of the L = 5 point")
     args = p.parse_args()
     run_goals(args, "idle")
