@@ -447,6 +447,7 @@ class MonteCarloChannel:
         # Stein's identity for m_hat needs d g_out / d u* through the labels:
         # available for output noise on channels that expose their Jacobian.
         self.stein = stein_available(channel)
+        #: evaluations with Stein's form of m_hat (_prefer_stein), wholly or blended
         self.n_stein = 0
         #: evaluations whose m_hat was not wholly Stein's (_prefer_stein)
         self.n_stein_rejected = 0
@@ -898,16 +899,22 @@ class MonteCarloChannel:
     STEIN_FULL = 3.0
     STEIN_NONE = 5.0
 
-    def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray) -> np.ndarray:
-        """Per replica m_hat: Stein's estimate where it is consistent with the direct one
-        (within STEIN_FULL combined standard errors), the direct one beyond STEIN_NONE, a
-        linear blend in between: with competing prox minima g_out jumps in z and Stein's
-        identity misses the jumps' contribution.  The blend keeps the SE map continuous
-        (a switch would jump it by up to 4 standard errors of m_hat)."""
+    def _prefer_stein(self, direct: np.ndarray, stein: np.ndarray, V: float) -> np.ndarray:
+        """Per replica m_hat: Stein's estimate where it is exact, or else where it is
+        consistent with the direct one (within STEIN_FULL combined standard errors), the
+        direct one beyond STEIN_NONE, a linear blend in between: with competing prox minima
+        g_out jumps in z and Stein's identity misses the jumps' contribution.  The blend
+        keeps the SE map continuous (a switch would jump it by up to 4 standard errors of
+        m_hat).  Exact: below the channel's ``convex_below_every_label`` (the prox strictly
+        convex for every label the noise model produces: no minimiser can jump), where the
+        test could only be wrong -- its false alarms pull in a direct estimate that is off
+        by several of its own errors, because it was picked for being off."""
+        self.n_stein += 1
+        if V < optional_member(self.channel, "convex_below_every_label"):
+            return stein
         R = direct.size
         se_d = direct.std(ddof=1) / math.sqrt(R)
         se_s = stein.std(ddof=1) / math.sqrt(R)
-        self.n_stein += 1
         comb = math.hypot(se_d, se_s)
         z = abs(stein.mean() - direct.mean()) / comb if comb > 0 else 0.0
         w = min(1.0, max(0.0, (self.STEIN_NONE - z) / (self.STEIN_NONE - self.STEIN_FULL)))
@@ -973,7 +980,7 @@ class MonteCarloChannel:
                 # Stein form as its control variate, where the two agree (module docstring)
                 stein = self._stein_terms(y, px.uhat, ustar, V_eff)
                 mh = self._prefer_stein(mh, 2 * alpha * (
-                    smp.per_replica(stein - b * own.stein) + b * big[:, 3]))
+                    smp.per_replica(stein - b * own.stein) + b * big[:, 3]), V_eff)
             qh = 2 * alpha * (smp.per_replica(per_sample[1] - b * own.q) + b * big[:, 1])
             # V_hat: mean(fX - b sX) + b mean_big - (1 - b) mean(centre), the centre's
             # zero-mean term (the plain estimator's) weighted by what the steps leave; at
@@ -991,7 +998,7 @@ class MonteCarloChannel:
         per = np.column_stack([mh, qh, Vh, train, test, 0.5 * train, test_noisy])
         if self.stein and rest > 0 and step is None:
             mh_stein = 2 * alpha * smp.per_replica(self._stein_terms(y, px.uhat, ustar, V_eff))
-            per[:, 0] = self._prefer_stein(per[:, 0], mh_stein)
+            per[:, 0] = self._prefer_stein(per[:, 0], mh_stein, V_eff)
         mean = per.mean(axis=0)
         err = per.std(axis=0, ddof=1) / math.sqrt(per.shape[0])
         self.last_stderr = dict(zip(SE_FIELDS, (float(e) for e in err)))

@@ -495,9 +495,11 @@ def test_control_variate_reference_is_the_coarse_fixed_point_not_the_fine_start(
 
 
 def test_stein_form_of_m_hat_is_blended_out_continuously():
-    """_prefer_stein: Stein's per-replica m_hat within 3 combined standard errors of the
-    direct one, the direct one beyond 5, the linear blend in between (no switch: the SE map
-    stays continuous where the two drift apart)."""
+    """_prefer_stein above the all-label certificate (V = 10 at L = 2, beta = 1: competing
+    prox minima possible): Stein's per-replica m_hat within 3 combined standard errors of
+    the direct one, the direct one beyond 5, the linear blend in between (no switch: the SE
+    map stays continuous where the two drift apart).  Below it (V = 1) Stein's, whatever the
+    direct one says."""
     from amp_attention.channels import channel_for
     from amp_attention.solvers.channel_integrals import MonteCarloChannel
 
@@ -508,12 +510,81 @@ def test_stein_form_of_m_hat_is_blended_out_continuously():
     comb = math.hypot(direct.std(ddof=1), stein.std(ddof=1)) / math.sqrt(8)
     stein = stein - stein.mean() + direct.mean()
     for z, w in ((0.0, 1.0), (2.9, 1.0), (4.0, 0.5), (4.5, 0.25), (5.1, 0.0), (9.0, 0.0)):
-        out = mc._prefer_stein(direct, stein + z * comb)
+        out = mc._prefer_stein(direct, stein + z * comb, 10.0)
         assert np.allclose(out, w * (stein + z * comb) + (1 - w) * direct, rtol=1e-12), z
+        assert np.array_equal(mc._prefer_stein(direct, stein + z * comb, 1.0), stein + z * comb)
     # continuous across both ends of the blend
-    at = [mc._prefer_stein(direct, stein + z * comb).mean() for z in (2.999999, 3.000001,
-                                                                      4.999999, 5.000001)]
+    at = [mc._prefer_stein(direct, stein + z * comb, 10.0).mean()
+          for z in (2.999999, 3.000001, 4.999999, 5.000001)]
     assert abs(at[0] - at[1]) < 1e-5 * comb and abs(at[2] - at[3]) < 1e-5 * comb
+
+
+@pytest.mark.parametrize("L", [2, 3, 5])
+@pytest.mark.parametrize("beta", [0.5, 1.0, 2.0])
+def test_all_label_certificate_is_the_worst_simplex_label(L, beta):
+    """convex_below_every_label: 1 / (2 beta^2 c) with c the worst row curvature over labels
+    in the simplex (docs/theory.md 16.5), computed here independently: L = 2 by a grid
+    search of the quartic (1 - v^2)(1 - 2 dy v - 3 v^2) / 4 over v in [-1, 1] and dy in
+    [-1, 1]; L >= 3 the constant 1/8 + 1/(3 sqrt 3).  The bound holds for every simplex
+    label (the sampled labels' certificate convex_below is never smaller); 0 with output
+    noise (labels anywhere), the simplex value with logit noise."""
+    from amp_attention.channels import channel_for
+
+    ch = channel_for(Task("softmax", L=L, beta=beta))
+    if L == 2:
+        v = np.linspace(-1.0, 1.0, 20001)[:, None]
+        dy = np.linspace(-1.0, 1.0, 401)[None, :]
+        c = -np.min(0.25 * (1 - v * v) * (1 - 2 * dy * v - 3 * v * v))
+    else:
+        c = 1.0 / 8.0 + 1.0 / (3.0 * math.sqrt(3.0))
+    expected = 1.0 / (2.0 * beta * beta * c)
+    assert ch.convex_below_every_label == pytest.approx(expected, rel=1e-6)
+    rng = np.random.default_rng(L)
+    y = rng.dirichlet(np.full(L, 0.3), size=(500, L)).reshape(500, L * L)
+    assert ch.convex_below(y) >= ch.convex_below_every_label * (1 - 1e-12)
+    assert channel_for(Task("softmax", L=L, beta=beta, noise=0.1)).convex_below_every_label == 0.0
+    logit = channel_for(Task("softmax", L=L, beta=beta, noise=0.1, noise_at="logit"))
+    assert logit.convex_below_every_label == pytest.approx(expected, rel=1e-6)
+
+
+def test_certified_point_takes_stein_without_the_consistency_test():
+    """The L = 3 bench point (alpha 0.5, V = 0.80 below the all-label certificate 1.575) at
+    scrambling seed 7, where the direct m_hat happens to lie 4.6 combined errors from
+    Stein's: the consistency test pulled that outlier in and moved the fixed point's test
+    error by ~5 of its own reported errors (docs/theory.md section 10, "Stein estimate of
+    m_hat").  Below the certificate m_hat is Stein's: no evaluation is blended.  The same
+    evaluation with the certificate taken away blends, and lands more than 3 replica errors
+    away."""
+    from amp_attention.solvers.state_evolution import StateEvolution
+
+    x = np.array([0.96752, 0.64392, 0.79805])  # near the point's fixed point
+    p = Problem(Task("softmax", L=3), WishartTarget(0.5), Learner(1.0, 0.1), alpha=0.5)
+    mh = {}
+    for certified in (True, False):
+        se = StateEvolution(p, MonteCarloOptions(log2_n=12, step_log2_n=16, test_log2_n=0,
+                                                 seed=7))
+        ch = se.channel
+        if not certified:
+            ch.channel = _NoCertificate(ch.channel)
+        assert (x[2] < ch.channel.convex_below_every_label) == certified
+        se.set_control_variate_reference(x)
+        se(x)
+        assert ch.n_stein_rejected == (0 if certified else 1)
+        mh[certified] = ch.last_replicas[:, 0].copy()
+    err = mh[True].std(ddof=1) / math.sqrt(mh[True].size)
+    assert abs(mh[False].mean() - mh[True].mean()) > 3 * err
+
+
+class _NoCertificate:
+    """A channel wrapper without the all-label certificate (every other member passed on)."""
+
+    convex_below_every_label = 0.0
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
 
 
 @pytest.mark.parametrize("L", [2, 5])

@@ -64,6 +64,22 @@ class SoftmaxChannel(BuiltinNewtonChannel):
         c = float(ck.softmax_curvature_bound_max(as_2d("y", y, self.M), self._par, self.L))
         return math.inf if c == 0.0 else 1.0 / (c * (1.0 + 1e-9))
 
+    @property
+    def convex_below_every_label(self) -> float:
+        """The V below which the prox objective is certified strictly convex for every omega
+        and every label this channel's noise model can produce (0.0 where that set is
+        unbounded): without label noise, or with it on the logits, every label row lies in
+        the simplex, where the curvature bound of docs/theory.md 16.5 is largest at a vertex
+        (L = 2: |y_1 - y_2| = 1; L >= 3: the same for every simplex row); output noise moves
+        labels anywhere.  Below it the prox minimiser is unique and smooth in the labels,
+        so Stein's identity for m_hat holds exactly (docs/theory.md section 10, "Stein
+        estimate of m_hat")."""
+        if self.noise > 0 and not is_logit_noise(self.noise_at):
+            return 0.0
+        vertex = np.zeros((1, self.M))
+        vertex[0, ::self.L + 1] = 1.0  # every row at a vertex: y_aa = 1
+        return self.convex_below(vertex)
+
     def output_jacobian(self, U: np.ndarray) -> np.ndarray:
         """d g(h(u)) / du, shape (n, M, K)."""
         _, D = self.row_softmax_jacobian(U)
