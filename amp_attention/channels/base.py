@@ -51,6 +51,14 @@ without one falls back to the generic path:
     times one row's, from G (n, row_draw_dimension) standard normals: for channels whose
     outputs are row-wise functions of h's rows (the rows of (h*, h, y) exchangeable),
     an integral over one row's coordinates (docs/theory.md 16.7);
+``convex_below(y)``
+    the V below which the prox objective is certified strictly convex for every omega at
+    the label rows of y (docs/theory.md 16.5): one Newton run suffices there, and the SE's
+    two-level control variate runs only for channels that have it;
+``convex_below_every_label``
+    the same for every label the channel's noise model can produce (0.0, the default,
+    where that set is unbounded or the channel has no bound): below it Stein's m_hat is
+    exact and used without the consistency guard (docs/theory.md section 10);
 ``convex``
     True when l is convex in u (ERM starts once; restarts are refused);
 ``outputs_are_h``
