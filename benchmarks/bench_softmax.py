@@ -19,8 +19,7 @@ matrix, median of three repeats, measured in this process before each goal.
    seeds is 1.4e-4); also printed, the seed-to-seed scatter of the runs' test errors (the
    error itself, not an estimate, but from ``--runs`` values: +-50 % at 95 % from the
    default 8; the L = 3 point's 7.6e-4 over 8 seeds found the Stein guard's false alarm,
-   docs/performance.md fifteenth round).  Target: <= 3 C,
-   relative error <= 1e-3.
+   docs/performance.md fifteenth round).  Target: <= 3 C, relative error <= 1e-3.
 2. A 4 x 4 softmax phase diagram (logit noise 0.5, alpha 0.1-0.6, lam 0.01-1 log-spaced,
    ``--workers 0``), whole, in units of goal 1's point.  Target: <= 8 points.
    ``--big``: a 32 x 32 diagram of the same ranges on 2 workers.  Target: <= 15 minutes,
