@@ -59,6 +59,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from amp_attention._channel_kernels import stein_traces, threaded_tasks
+from amp_attention.channels.branches import check_prox_branch, teacher_branch
 from amp_attention.channels.base import (ChannelSE, ProxBatch, optional_member, overlap_split,
                                          stein_available)
 
@@ -398,8 +399,14 @@ class MonteCarloChannel:
     def __init__(self, channel, *, log2_n: int = 14, replicas: int = 8, seed: int = 0,
                  draws: GaussianDraws | None = None, warm_start: bool = False,
                  vhat_form: str = "by_parts", test_log2_n: int | None = 0,
-                 step_log2_n: int | None = 0):
+                 step_log2_n: int | None = 0, prox_branch: str = "global"):
         self.channel = channel
+        #: which minimiser of the prox the map takes where it has several: "global" or
+        #: "teacher" (descent from u*; amp_attention.channels.branches, docs/theory.md 16.8)
+        self.prox_branch = check_prox_branch(prox_branch)
+        #: teacher branch: the share of the last evaluation's samples whose teacher-branch
+        #: minimiser is not the global one (None for the global branch)
+        self.last_branch_split: float | None = None
         self._seed = seed
         self._test_set: tuple | None = None
         self._test_cache: tuple | None = None
@@ -496,7 +503,8 @@ class MonteCarloChannel:
         points are a subset of the fine ones (used by the two-level SE solve).
         """
         return MonteCarloChannel(self.channel, draws=self.draws.prefix(2**(int(log2_n) - 1)),
-                                 warm_start=self.warm_start, vhat_form=self.vhat_form)
+                                 warm_start=self.warm_start, vhat_form=self.vhat_form,
+                                 prox_branch=self.prox_branch)
 
     def _stein_terms(self, y, uhat, ustar, V: float) -> np.ndarray:
         """Per-sample tr[(I + V H)^-1 J(uhat)^T J(u*)]: the Stein form of g_out . z / sqrt(rest).
@@ -933,7 +941,7 @@ class MonteCarloChannel:
             # The solver, the result assembly and the error propagation all ask
             # for the map at the final point: compute it once.
             self.last_stderr, self.last_replicas = dict(self._cache[2]), self._cache[3]
-            self.last_vhat_forms = self._cache[4]
+            self.last_vhat_forms, self.last_branch_split = self._cache[4], self._cache[5]
             return self._cache[1]
         V_eff = max(V, self.V_MIN)
         ch = self.channel
@@ -942,6 +950,9 @@ class MonteCarloChannel:
         ustar, omega = smp.ustar, smp.omega
         y, y1 = self._own_labels(Q0)
         px = self._prox(y, omega, V_eff, R)
+        if self.prox_branch == "teacher":
+            px, split = teacher_branch(ch, y, omega, V_eff, ustar, px)
+            self.last_branch_split = float(split.mean())
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]
         g = px.g_out
@@ -1005,7 +1016,7 @@ class MonteCarloChannel:
         self.last_replicas = per
         self.last_vhat_forms = forms
         out = ChannelSE(*(float(v) for v in mean))
-        self._cache = (key, out, dict(self.last_stderr), per, forms)
+        self._cache = (key, out, dict(self.last_stderr), per, forms, self.last_branch_split)
         return out
 
 

@@ -72,8 +72,14 @@ def solve_fixed_point(
     valid: Callable[[np.ndarray], bool] | None = None,
     monitor: Callable[[int, float], None] | None = None,
     report_evaluated: bool = False,
+    stall_after: int | None = None,
 ) -> FixedPointReport:
     """Solve x = T(x) (``monitor(iteration, residual)`` sees every evaluation).
+
+    ``stall_after``: stop (status max_iter, "stalled") once the lowest residual so far has
+    not halved in that many iterations: a noisy map (Monte-Carlo SE where the prox
+    minimiser jumps) bounces at its noise level for ever, and its caller has a better rule
+    for it (:mod:`.noisy_fixed_point`).
 
     The reported point is T(x) of the last x, or with ``report_evaluated`` x itself
     (equally within ``tol``; a caching T then answers the caller's next question
@@ -96,6 +102,7 @@ def solve_fixed_point(
     dX: list[np.ndarray] = []
     dF: list[np.ndarray] = []
     x_prev = f_prev = None
+    best_res, best_it = math.inf, 0
     for it in range(1, max_iter + 1):
         out = _evaluate(T, x, it, history, monitor)
         if isinstance(out, FixedPointReport):
@@ -104,6 +111,12 @@ def solve_fixed_point(
         if res <= tol:
             return _report(x if report_evaluated else tx, True, it, res, Status.CONVERGED, "",
                            history)
+        if res < 0.5 * best_res:
+            best_res, best_it = res, it
+        if stall_after is not None and it - best_it >= stall_after:
+            return _report(tx, False, it, res, Status.MAX_ITER,
+                           f"stalled: the residual has not halved in {stall_after} iterations "
+                           f"(lowest {min(history):.1e})", history)
         f = tx - x
         damped = x + damping * f
         x_new = damped

@@ -36,6 +36,9 @@ from amp_attention.targets import DiscreteMeasure, target_measure
 
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
+from .noisy_fixed_point import REL_STEP as NOISY_REL_STEP
+from .noisy_fixed_point import (AveragedReport, NoisyFixedPointReport, central_jacobian,
+                                solve_averaged_fresh, solve_noisy_fixed_point)
 from .predicted_spectrum import PredictedSpectrum
 from .se_driver import SOLVER_OPTIONS, choose_and_compare, reported_start_fields, start_names
 
@@ -132,6 +135,19 @@ class SEResult(Result):
     #: non-empty where the prox minimiser jumps (vhat_jump_share > 3 standard errors):
     #: the replica-symmetric fixed point is formally unstable there (section 16.3)
     replica_symmetry_warning: str = ""
+    #: which minimiser of the prox the SE took where it has several (docs/theory.md 16.8):
+    #: "global" (the ERM's global minimum, replica symmetric) or "teacher" (descent from the
+    #: teacher's logits, the paper's convention); one minimiser: the same numbers
+    prox_branch: str = "global"
+    #: teacher branch: the share of the reported point's Monte-Carlo samples whose
+    #: teacher-branch minimiser is not the global one (0: the branches coincide there);
+    #: None for the global branch and closed-form channels
+    prox_branch_split: float | None = None
+    #: Monte-Carlo channels where the map is noisy and discontinuous (the prox minimiser
+    #: jumps): the fixed point was accepted by the Monte-Carlo rule (docs/theory.md 16.9),
+    #: and this is its remaining Newton distance in standard errors of the fixed point
+    #: (accepted at <= 0.25); None where the ordinary residual rule accepted it
+    fixed_point_mc_distance: float | None = None
     spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
@@ -187,8 +203,20 @@ class MonteCarloOptions:
     #: point: one pass over those samples per evaluation; the map is a function of (m, q, V)
     #: alone); docs/theory.md 16.6, docs/performance.md
     step_at: str = "start"
+    #: which minimiser of the channel's prox the map takes where it has competing minima
+    #: (amp_attention.channels.branches, docs/theory.md 16.8): "global" (the global
+    #: minimiser: the replica-symmetric ERM's global minimum) or "teacher" (the local
+    #: minimiser reached by descent from the teacher's logits u*: the paper's convention);
+    #: where the prox has one minimiser both give the same numbers, bit for bit
+    prox_branch: str = "global"
+    #: where the prox minimiser jumps and the common-random-numbers iteration stalls: Newton
+    #: iterates on this many fresh draws of 2^log2_n x replicas samples are averaged
+    #: (docs/theory.md 16.9); their error falls like 1/sqrt of it
+    averaged_iterations: int = 16
 
     def __post_init__(self) -> None:
+        from amp_attention.channels.branches import PROX_BRANCHES
+
         from .channel_integrals import VHAT_FORMS
 
         if self.test_log2_n is not None and self.test_log2_n != 0:
@@ -201,10 +229,12 @@ class MonteCarloOptions:
         check_args({"log2_n": Integer(4, 24, why="Monte-Carlo points 2^log2_n per replica"),
                     "coarse_log2_n": Integer(4, 24), "replicas": Integer(2), "seed": Integer(0),
                     "warm_start": Flag(), "vhat_form": OneOf(tuple(VHAT_FORMS)),
-                    "step_at": OneOf(STEP_AT)},
+                    "step_at": OneOf(STEP_AT), "prox_branch": OneOf(PROX_BRANCHES),
+                    "averaged_iterations": Integer(4, 4096)},
                    log2_n=self.log2_n, coarse_log2_n=self.coarse_log2_n, replicas=self.replicas,
                    seed=self.seed, warm_start=self.warm_start, vhat_form=self.vhat_form,
-                   step_at=self.step_at)
+                   step_at=self.step_at, prox_branch=self.prox_branch,
+                   averaged_iterations=self.averaged_iterations)
 
 
 class StateEvolution:
@@ -218,6 +248,9 @@ class StateEvolution:
                  finite_d: FiniteSizeOptions | None = None, *, integrals=None):
         self.problem = problem
         self.finite_d = finite_d
+        #: the prox branch asked for (MonteCarloOptions.prox_branch); a closed-form channel
+        #: has a convex loss, one minimiser, and both branches are the same map there
+        self.prox_branch = "global" if mc is None else mc.prox_branch
         #: the task's channel object (a user channel is given to the Task as an instance)
         self.model_channel = channel = channel_for(problem.task)
         if integrals is not None:
@@ -231,7 +264,8 @@ class StateEvolution:
             channel = MonteCarloChannel(channel, log2_n=mc.log2_n, replicas=mc.replicas,
                                         seed=mc.seed, warm_start=mc.warm_start,
                                         vhat_form=mc.vhat_form, test_log2_n=mc.test_log2_n,
-                                        step_log2_n=mc.step_log2_n)
+                                        step_log2_n=mc.step_log2_n,
+                                        prox_branch=mc.prox_branch)
         else:
             mc = None
         self.channel = channel
@@ -390,8 +424,19 @@ def _coarse_solve(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: i
     coarse = se.coarse()
     if coarse is None:
         return None
+    kw.setdefault("stall_after", NOISY_STALL_AFTER if _noisy_rule_applies(se) else None)
     return coarse, solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, COARSE_TOL),
                                      max_iter=max_iter, **kw)
+
+
+#: non-convex RQMC channels: a plain iteration whose lowest residual has not halved in this
+#: many iterations stops there (solve_fixed_point's stall_after) and the Monte-Carlo rule
+#: (noisy_fixed_point) takes over: in the band where the prox minimiser jumps Anderson and
+#: Picard bounce at a residual of 1e-3 - 1e-1 for their whole budget
+NOISY_STALL_AFTER = 40
+#: the coarse level's smoothed Newton only starts the fine one: accepted within one of its
+#: own standard errors
+COARSE_NOISY_ACCEPT = 1.0
 
 
 #: quasi-Newton iterations a continued coarse solve (:func:`solve_coarse_level` with a
@@ -509,9 +554,124 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             se.set_control_variate_reference(None)
             if se.valid(rf.x) and np.all(np.isfinite(rf.x)):
                 x_start = rf.x
-    # The coarse level did not help: iterate on the full sample set.
+    # The coarse level did not help.  Where the map is noisy and discontinuous (the prox
+    # minimiser jumps) its fixed point is only defined to within the Monte-Carlo error:
+    # smoothed Newton on the coarse level for a start, then Newton iterates on fresh draws,
+    # averaged (noisy_fixed_point, docs/theory.md 16.9)
+    se.set_control_variate_reference(None)
+    if _noisy_rule_applies(se):
+        candidates = [x_start, rc.x, x0]
+        if not rc.converged:
+            # the coarse level's own smoothed Newton, from its best point: cheap evaluations
+            # that bring the fine level's start within a few of its errors
+            c_start = _best_start(coarse, (rc.x, x0))
+            if c_start is not None:
+                rcn = solve_noisy_fixed_point(
+                    coarse, c_start, lambda x, J: fixed_point_stderr(coarse, x, J),
+                    valid=coarse.valid, accept=COARSE_NOISY_ACCEPT)
+                candidates.insert(0, rcn.x)
+        start = _best_start(se, candidates)
+        if start is not None:
+            # the common-random-numbers fixed point is only as good as one sample set, and
+            # where the prox jumps its error is large (the map's error amplified ~10x by
+            # (I - J)^-1) and its map discontinuous: average Newton iterates over fresh
+            # draws instead (the exact map E[T] is smooth; docs/theory.md 16.9), with the
+            # slope of the common-draws map at a wide step
+            x_start = start
+            J = _smoothed_jacobian(se, start)
+            if J is not None:
+                ra = solve_averaged_fresh(lambda k: _fresh_map(se, k), start, J,
+                                          n_average=se.mc.averaged_iterations,
+                                          valid=se.valid, monitor=kw.get("monitor"))
+                if ra.converged:
+                    return ra, _smoothed_observable_jacobian(se, ra.x), rc.iterations
+                if se.valid(ra.x) and np.all(np.isfinite(ra.x)):
+                    x_start = ra.x
+    # iterate on the full sample set
+    kw.setdefault("stall_after", NOISY_STALL_AFTER if _noisy_rule_applies(se) else None)
     rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
     return rf, None, rc.iterations
+
+
+#: seed stride of the fresh draws of the averaged solve (far from any replica's seed)
+FRESH_SEED_STRIDE = 104729
+
+
+def _fresh_map(se: StateEvolution, k: int) -> "StateEvolution":
+    """The SE map of ``se``'s problem on the k-th fresh set of RQMC draws (its own scramblings,
+    no coarse level, no test-only samples or control variate: the averaged solve needs the
+    map's value, and its average over fresh draws is unbiased without them)."""
+    mc = replace(se.mc, seed=se.mc.seed + FRESH_SEED_STRIDE * (k + 1),
+                 coarse_log2_n=se.mc.log2_n, test_log2_n=0, step_log2_n=0, warm_start=False)
+    return StateEvolution(se.problem, mc, se.finite_d)
+
+
+def _smoothed_jacobian(se: StateEvolution, x: np.ndarray) -> np.ndarray | None:
+    """dT/dx at x by central differences at the noisy rule's step (None where unavailable)."""
+    try:
+        return central_jacobian(se, np.asarray(x, dtype=float), NOISY_REL_STEP, se.valid)
+    except (ValueError, FloatingPointError, ZeroDivisionError):
+        return None
+
+
+def _noisy_label(method: str, rep) -> str:
+    """The method label of a solve, naming the Monte-Carlo rule where it accepted the point."""
+    if isinstance(rep, AveragedReport) and rep.converged:
+        return (f"{method}; the plain iteration stalled: {rep.message}")
+    if isinstance(rep, NoisyFixedPointReport) and rep.converged:
+        return (f"{method}; the plain iteration stalled, smoothed Newton accepted the point "
+                f"within the Monte-Carlo error ({rep.mc_distance:.2g} standard errors"
+                f"{', averaged iterates' if rep.averaged else ''})")
+    return method
+
+
+def _noisy_rule_applies(se: StateEvolution) -> bool:
+    """The Monte-Carlo convergence rule (noisy_fixed_point) is for RQMC channels whose prox
+    has a non-convex objective: their map is a finite sum that jumps where minimisers swap."""
+    return se.mc is not None and se.unique_fixed_point() == ""
+
+
+def _best_start(se: StateEvolution, candidates) -> np.ndarray | None:
+    """The valid candidate start of lowest relative residual on the fine map (None: none)."""
+    best, best_res = None, math.inf
+    for x in candidates:
+        if x is None:
+            continue
+        x = np.asarray(x, dtype=float)
+        if not (np.all(np.isfinite(x)) and se.valid(x)):
+            continue
+        try:
+            res = relative_residual(x, np.asarray(se(x), dtype=float))
+        except (ValueError, FloatingPointError, ZeroDivisionError):
+            continue
+        if res < best_res:
+            best, best_res = x, res
+    return best
+
+
+def fixed_point_stderr(se: StateEvolution, x: np.ndarray, J: np.ndarray) -> np.ndarray | None:
+    """The Monte-Carlo standard error of (m, q, V) of the fixed point at x, replica r's map
+    error e_r propagated by (I - J)^-1 (as :func:`propagated_mc_stderr`, for the three
+    overlaps only and with the given Jacobian); None without replicas."""
+    ch = se.hats(np.asarray(x, dtype=float))
+    reps = getattr(se.channel, "last_replicas", None)
+    if reps is None or len(reps) < 2:
+        return None
+    base = _observables(se, ch)[:3]
+    dev = np.array([_observables(se, ChannelSE(*map(float, row)))[:3] for row in reps]) - base
+    dx = np.linalg.solve(np.eye(3) - np.asarray(J, dtype=float), dev.T).T
+    return np.std(dx, axis=0, ddof=1) / math.sqrt(dx.shape[0])
+
+
+def _smoothed_observable_jacobian(se: StateEvolution, x: np.ndarray) -> np.ndarray | None:
+    """d(MC_FIELDS)/d(m, q, V) by central differences at the noisy rule's step (the error
+    propagation of a fixed point found by it: a 1e-3 forward difference of a jumping map
+    measures the jumps)."""
+    try:
+        return central_jacobian(lambda z: _observables(se, se.hats(z)), np.asarray(x, float),
+                                NOISY_REL_STEP, se.valid)
+    except (ValueError, FloatingPointError, ZeroDivisionError):
+        return None
 
 
 def _fine_tolerance(se: StateEvolution, coarse: StateEvolution, x: np.ndarray, grad: np.ndarray,
@@ -542,12 +702,12 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
                                       coarse_result=coarse_result, fine_x0=fine_x0,
                                       coarse_grad=coarse_grad, cv_reference=cv_reference)
     if rep.converged or method != "anderson":
-        return rep, grad, n_coarse, method
+        return rep, grad, n_coarse, _noisy_label(method, rep)
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
                                   max_iter=max_iter, monitor=monitor, cv_reference=cv_reference)
     label = f"damped after anderson failed: {rep.summary}"
     if rep2.converged or rep2.residual < rep.residual:
-        return rep2, grad2, n_coarse + n2, label
+        return rep2, grad2, n_coarse + n2, _noisy_label(label, rep2)
     return rep, grad, n_coarse + n2, f"anderson (the damped retry failed too: {rep2.summary})"
 
 
@@ -571,6 +731,21 @@ def unique_fixed_point(problem: Problem) -> str:
 #: than it saves (at 1e-2 relative offset the spread of prox term - step term is already
 #: 0.9-2.0 of the plain estimator's, docs/theory.md 16.6)
 CV_SHARE_RTOL = 1e-2
+
+
+def _same_solution(a, b, tol: float) -> bool:
+    """Whether two starts' runs (report, fields) found one fixed point: within 4 combined
+    standard errors where either was averaged over fresh draws (its residual is the
+    Monte-Carlo noise of one draw, no measure of distance), else :func:`same_fixed_point`
+    at the larger of their residuals."""
+    xa = [a[1][k] for k in ("m", "q", "V")]
+    xb = [b[1][k] for k in ("m", "q", "V")]
+    ea, eb = getattr(a[0], "stderr", None), getattr(b[0], "stderr", None)
+    if ea is not None or eb is not None:
+        ea = np.zeros(3) if ea is None else np.asarray(ea, dtype=float)
+        eb = np.zeros(3) if eb is None else np.asarray(eb, dtype=float)
+        return bool(np.all(np.abs(np.subtract(xa, xb)) <= 4.0 * np.hypot(ea, eb)))
+    return same_fixed_point(xa, xb, max(tol, float(a[0].residual), float(b[0].residual)))
 
 
 def shared_cv_reference(a, b) -> np.ndarray | None:
@@ -791,6 +966,12 @@ def solve_state_evolution(
         raise ValueError("spectrum: the predicted spectra come from the deterministic "
                          "equivalent; solve without finite_d for them")
     t0 = time.perf_counter()
+    if (problem.learner.lam == 0.0 and x0 is None and integrals is None and finite_d is None
+            and not spectrum):
+        from .zero_lam import solve_interpolator, zero_lam_regime
+
+        if zero_lam_regime(problem)[0] == "interpolating":
+            return solve_interpolator(problem, mc, t0=t0)
     se = StateEvolution(problem, mc, finite_d, integrals=integrals)
     starts = se.starts()
     if x0 is not None:
@@ -822,9 +1003,7 @@ def solve_state_evolution(
         runs, best_name, converged=lambda run: run[0].converged,
         # each solve is only as close to its fixed point as its own residual (the RQMC fine
         # level stops at 5 % of its Monte-Carlo error, up to 1e-5, not at tol)
-        same=lambda a, b: same_fixed_point(
-            [a[1][k] for k in ("m", "q", "V")], [b[1][k] for k in ("m", "q", "V")],
-            max(tol, float(a[0].residual), float(b[0].residual))),
+        same=lambda a, b: _same_solution(a, b, tol),
         describe=lambda name, run: {
             "status": run[0].status.value, "message": run[0].message,
             "level": "coarse" if name == coarse_only else "fine",
@@ -835,7 +1014,7 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
-    return SEResult(**fields,
+    return SEResult(**fields, fixed_point_mc_distance=getattr(rep, "mc_distance", None),
                     **reported_start_fields(rep, start=best_name, policy=policy,
                                             alternative=alternative, metastable=metastable,
                                             t0=t0, method=used, iterations_coarse=n_coarse),
@@ -980,7 +1159,10 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
         out["mc_failed_prox"] = se.channel.n_failed
         out["mc_warm_fallbacks"] = se.channel.n_warm_fallback
         try:
-            out["mc_stderr"], out["mc_error_method"] = propagated_mc_stderr(se, rep.x, grad)
+            if isinstance(rep, AveragedReport) and rep.converged:
+                out["mc_stderr"], out["mc_error_method"] = averaged_mc_stderr(se, rep, grad)
+            else:
+                out["mc_stderr"], out["mc_error_method"] = propagated_mc_stderr(se, rep.x, grad)
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
             out["mc_error_method"] = f"unavailable: {exc}"
     jump, jump_err, rs_warning = None, None, ""
@@ -991,6 +1173,11 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
             rs_warning = replica_symmetry_warning(jump, jump_err)
     out.update(vhat_jump_share=jump, vhat_jump_stderr=jump_err,
                replica_symmetry_warning=rs_warning)
+    out["prox_branch"] = se.prox_branch
+    if se.mc is not None:
+        if se.mc.prox_branch == "teacher" and np.all(np.isfinite(rep.x)) and se.valid(rep.x):
+            se.hats(rep.x)
+            out["prox_branch_split"] = se.channel.last_branch_split
     kurt, kurt_err, warning = None, None, ""
     list_d = problem.target.list_dimension
     if finite_size_check and finite_d is None and list_d and rep.converged:
@@ -1123,6 +1310,34 @@ def propagated_mc_stderr(
     return _propagate(se, x, dev, grad, "coarse-level" if grad is not None else "fine-level")
 
 
+def averaged_mc_stderr(se: StateEvolution, rep: AveragedReport,
+                       grad: np.ndarray | None) -> tuple[dict[str, float], str]:
+    """The Monte-Carlo error of a fixed point found by averaging Newton iterates on fresh
+    draws (:func:`solve_averaged_fresh`): m, q, V carry the average's own error (batch
+    means over the iterates); every other field, evaluated on the common draws at the
+    average, the replica spread there at fixed overlaps plus the average's covariance
+    (the iterates' correlations scaled to those errors) propagated by its derivative in
+    (m, q, V) (``grad``, the smoothed observable Jacobian)."""
+    x = np.asarray(rep.x, dtype=float)
+    ch, reps = se.reported_hats(x)
+    O0 = _observables(se, ch)
+    dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
+    spread = np.std(dev, axis=0, ddof=1) / math.sqrt(dev.shape[0])
+    sd = np.std(rep.iterates, axis=0, ddof=1)
+    corr = np.corrcoef(rep.iterates.T) if np.all(sd > 0) else np.eye(3)
+    cov = corr * np.outer(rep.stderr, rep.stderr)
+    G = np.zeros((len(MC_FIELDS), 3)) if grad is None else np.array(grad, dtype=float)
+    G[:3] = np.eye(3)  # m, q, V are the average itself
+    spread[:3] = 0.0
+    spread[MC_FIELDS.index("matrix_mse")] = 0.0  # Q0 - 2 m + q of the average
+    prop = np.einsum("ij,jk,ik->i", G, cov, G)
+    err = np.sqrt(spread ** 2 + np.maximum(prop, 0.0))
+    return ({k: float(v) for k, v in zip(MC_FIELDS, err)},
+            f"averaged fixed point: batch means over {len(rep.iterates)} fresh-draw iterates "
+            "for (m, q, V), propagated to the other fields with the smoothed Jacobian, plus "
+            "their replica spread at the average")
+
+
 def propagated_sampling_stderr(se: StateEvolution, x: np.ndarray) -> tuple[dict[str, float] | None, str]:
     """Sampling error of the finite-d mode (GOE draws of the denoiser side), propagated
     through the fixed point exactly as :func:`propagated_mc_stderr` does for the RQMC
@@ -1166,6 +1381,10 @@ def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:
                                  "trace_per_d", "quadrature_error", "test_error_noisy")
                 } | {"loss": math.inf}
     m, q, V = den.m, den.q, den.V
+    if isinstance(rep, AveragedReport) and rep.converged:
+        # the average over fresh draws estimates the fixed point of the mean map better
+        # than one common-draws evaluation there: report it (the hats are evaluated at it)
+        m, q, V = (float(v) for v in rep.x)
     return {
         "m": m, "q": q, "V": V,
         "m_hat": ch.m_hat, "q_hat": ch.q_hat, "V_hat": ch.V_hat,

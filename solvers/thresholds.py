@@ -101,7 +101,7 @@ class ThresholdResult(Result):
 NOISE_RESOLUTION = 1e-12
 
 
-def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
+def projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
     """(delta, E) of Shat = relu(S0 + sigma Z - threshold) (top kappa d), mh = Vh = 1."""
     den = NuclearNormPSD(0.5 * threshold, problem.learner.kappa)
     target = target_measure(problem.target)
@@ -109,7 +109,7 @@ def _projection_stats(problem: Problem, sigma: float, threshold: float = 0.0):
     return f.V, target.moment(2) - 2.0 * f.m + f.q
 
 
-def _zero_lam_theory(problem: Problem) -> str:
+def zero_lam_theory(problem: Problem) -> str:
     """Which lam -> 0+ theory the learner's penalty has (its optional ``zero_lam_thresholds``):
     "trace" (the equations below, PSD trace norm) or "parameter_count"."""
     penalty = problem.learner.penalty
@@ -140,7 +140,7 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
     """
     check_problem(problem)
     geo = zero_loss_geometry(problem.task)
-    if _zero_lam_theory(problem) == "parameter_count":
+    if zero_lam_theory(problem) == "parameter_count":
         return _parameter_count("interpolation", geo)
     r, N = geo.rank, geo.noise_energy
     method = f"lam -> 0+ limit equations ({geo.description})"
@@ -161,7 +161,7 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
                                        "value like Delta^(1/3)")
 
     def F(sigma: float) -> float:
-        delta, E = _projection_stats(problem, sigma)
+        delta, E = projection_stats(problem, sigma)
         return (sigma * sigma * delta - E) - N / r
 
     lo, hi = 1e-3, 1.0
@@ -179,7 +179,7 @@ def interpolation_threshold(problem: Problem) -> ThresholdResult:
                                    message="no sign change of the limit equation above "
                                            "sigma = 1e-12 (noise energy too small to resolve)")
     sigma = brentq(F, lo, hi, xtol=1e-13, rtol=1e-12, maxiter=200)
-    delta, E = _projection_stats(problem, sigma)
+    delta, E = projection_stats(problem, sigma)
     residual = abs(sigma * sigma * delta - E - N / r)
     return ThresholdResult("interpolation", delta / (2.0 * r), sigma, 0.0, r, N, method,
                            residual, success=True, status=Status.CONVERGED)
@@ -192,7 +192,7 @@ def recovery_mse_ratio(problem: Problem, tau: float, sigma: float = 1e-3) -> flo
     ~1e-11 relative, so sigma cannot be tiny; the O(sigma) bias is removed by
     one Richardson step, 2 Phi(sigma) - Phi(2 sigma) (error O(sigma^2))."""
     def ratio(s: float) -> float:
-        _, E = _projection_stats(problem, s, tau * s)
+        _, E = projection_stats(problem, s, tau * s)
         return E / (s * s)
 
     return 2.0 * ratio(sigma) - ratio(2.0 * sigma)
@@ -237,7 +237,7 @@ def perfect_recovery_threshold(problem: Problem, sigma: float = 1e-3) -> Thresho
     check_problem(problem)
     sigma = Real(0.0, 1.0, lo_open=True, why="the small variance of the lam -> 0+ limit").check("sigma", sigma)
     geo = zero_loss_geometry(problem.task, noise=0.0)
-    if _zero_lam_theory(problem) == "parameter_count":
+    if zero_lam_theory(problem) == "parameter_count":
         return _parameter_count("perfect_recovery", geo)
     r = geo.rank
     measure = target_measure(problem.target)

@@ -14,8 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from amp_attention.channels.base import overlap_split
-from amp_attention.solvers.channel_integrals import MonteCarloChannel, sobol_normals
+from amp_attention.solvers.channel_integrals import MonteCarloChannel
 from amp_attention.solvers.state_evolution import JUMP_WARN_ERRORS, prox_jumps, vhat_jump_share
 from amp_attention.spec import Task
 
@@ -39,42 +38,13 @@ POINTS = {
 }
 
 
-def finite_difference_vhat(ch, m, q, V, Q0, alpha, log2_n=11, replicas=8, seed=101):
-    """-2 alpha sum_k d E[g_out,k]/d omega_k by central differences at eps = 0.05 and
-    0.1 sqrt(q), Richardson-extrapolated (the O(eps^2) bias is 4e-4 relative at the
-    smooth point with eps = 0.1 alone); mean and stderr over replicas."""
-    K = ch.K
-    slope, rest = overlap_split(m, q, Q0)
-    g = sobol_normals(2 * K + ch.noise_dim, log2_n, replicas, seed)
-
-    def central(y, omega, eps):
-        tr = 0.0
-        for k in range(K):
-            e = np.zeros(K)
-            e[k] = eps
-            tr += np.mean(ch.prox_batch(y, omega + e, V).g_out[:, k]
-                          - ch.prox_batch(y, omega - e, V).g_out[:, k]) / (2 * eps)
-        return tr
-
-    vals = []
-    eps = 0.05 * math.sqrt(q)
-    for r in range(replicas):
-        omega = math.sqrt(q) * g[r, :, :K]
-        ustar = slope * omega + math.sqrt(rest) * g[r, :, K:2 * K]
-        y = ch.labels_from_noise(ch.h_from_u(ustar), g[r, :, 2 * K:])
-        tr = (4 * central(y, omega, eps) - central(y, omega, 2 * eps)) / 3
-        vals.append(-2 * alpha * tr)
-    vals = np.array(vals)
-    return vals.mean(), vals.std(ddof=1) / math.sqrt(replicas)
-
-
 # default run: one point with jumps and one without; all four in the slow run
 DEFAULT = ("softmax-jumps", "softmax-smooth")
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in DEFAULT else pytest.mark.slow)
                                   for n in POINTS])
-def test_vhat_equals_a_finite_difference_of_g_out(name: str) -> None:
+def test_vhat_equals_a_finite_difference_of_g_out(name: str, finite_difference_vhat) -> None:
     task, m, q, V, Q0, alpha, jumps = POINTS[name]
     ch = task.channel_object
     mc = MonteCarloChannel(ch, log2_n=11, replicas=8, seed=3)

@@ -114,7 +114,7 @@ def problem_parent(omit: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 
 MC_DESTS = ("mc_log2n", "mc_replicas", "mc_seed", "mc_coarse_log2n", "mc_test_log2n",
-            "mc_step_log2n", "mc_step_at")
+            "mc_step_log2n", "mc_step_at", "prox_branch")
 
 
 def add_mc_group(parser: argparse.ArgumentParser) -> None:
@@ -152,6 +152,16 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
                         "V_hat's up to 1.5x larger at L = 5; two solves of one point that "
                         "are compared, a diagram's two sweeps, share it); each = at every "
                         "iterate (one pass over the 2^S per iteration) (default: start)")
+    g.add_argument("--prox-branch", choices=("global", "teacher"), default="global",
+                   help="which minimiser of the channel's prox the SE takes where it has "
+                        "competing minima (softmax at small lam or large beta, V large; "
+                        "docs/theory.md 16.8): global = the global minimiser (the replica-"
+                        "symmetric description of the ERM's global minimum); teacher = the "
+                        "local minimiser reached by descent from the teacher's logits u* "
+                        "(the convention of arXiv 2509.24914's SE code: a training run that "
+                        "stays in the teacher's basin). Where the prox has one minimiser "
+                        "both give the same numbers; the result's prox_branch_split is the "
+                        "share of samples where they differ (default: global)")
 
 
 def read_target_file(path: Path):
@@ -324,7 +334,8 @@ def draw_size_error(exc: Exception, channel, opts) -> CLIError:
 #: MonteCarloOptions field -> flag
 MC_FLAGS = {"log2_n": "--mc-log2n", "coarse_log2_n": "--mc-coarse-log2n",
             "replicas": "--mc-replicas", "seed": "--mc-seed", "test_log2_n": "--mc-test-log2n",
-            "step_log2_n": "--mc-step-log2n", "step_at": "--mc-step-at"}
+            "step_log2_n": "--mc-step-log2n", "step_at": "--mc-step-at",
+            "prox_branch": "--prox-branch"}
 
 
 def mc_options(args: argparse.Namespace):
@@ -333,6 +344,7 @@ def mc_options(args: argparse.Namespace):
     try:
         return MonteCarloOptions(args.mc_log2n, args.mc_replicas, args.mc_seed,
                                  args.mc_coarse_log2n, test_log2_n=args.mc_test_log2n,
-                                 step_log2_n=args.mc_step_log2n, step_at=args.mc_step_at)
+                                 step_log2_n=args.mc_step_log2n, step_at=args.mc_step_at,
+                                 prox_branch=args.prox_branch)
     except ValueError as exc:
         raise flag_error(exc, MC_FLAGS) from None

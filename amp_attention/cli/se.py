@@ -136,6 +136,7 @@ def _se_params(problem: Problem, args: argparse.Namespace) -> dict:
         params.update(mc_log2n=args.mc_log2n, mc_replicas=args.mc_replicas, mc_seed=args.mc_seed,
                       mc_coarse_log2n=args.mc_coarse_log2n, mc_test_log2n=test,
                       mc_step_log2n=step, mc_step_at=args.mc_step_at)
+    params["prox_branch"] = args.prox_branch
     return params
 
 
@@ -208,7 +209,8 @@ def run(args: argparse.Namespace) -> int:
 
 #: flags of the ERM learner and solver that the Bayes-optimal estimator does not have
 NOT_BAYES = ("lam", "kappa", "learner", "method", "damping", "finite_d", "finite_d_draws",
-             "finite_d_seed", "spectrum", "format", "mc_test_log2n", "mc_step_log2n", "mc_step_at")
+             "finite_d_seed", "spectrum", "format", "mc_test_log2n", "mc_step_log2n", "mc_step_at",
+             "prox_branch")
 
 
 def bayes_mc_options(args: argparse.Namespace):

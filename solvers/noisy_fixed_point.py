@@ -1,0 +1,335 @@
+"""Fixed points of a noisy, discontinuous map: the convergence rule of the Monte-Carlo SE
+where the prox minimiser jumps (docs/theory.md 16.9).
+
+Under common random numbers the Monte-Carlo SE map ``T`` is a deterministic function of
+x = (m, q, V), but where the channel's prox has competing minima it is a finite sum of
+functions that jump as x moves: ``T = T_smooth + (jumps of size O(1/N))``, and ``T_smooth``
+is itself known only to its Monte-Carlo error.  Two things then break the solvers of
+:mod:`.fixed_point`:
+
+* a Jacobian by finite differences at a small step (1e-3 relative) measures the jumps, not
+  the slope (at softmax L = 2, lam 5e-5, alpha 0.25 it has an eigenvalue ~6 where the
+  smoothed slope's is 1.13), so quasi-Newton steps built on it go astray;
+* the fixed point can be repulsive for the plain iteration (an eigenvalue of dT/dx above
+  1 there: no damping makes Picard converge), so Anderson and Picard wander at a residual
+  of 1e-3 - 1e-1 for hundreds of iterations;
+* a residual target of 1e-7 is meaningless: below the Monte-Carlo error the fixed point
+  of this map is not better defined than the map.
+
+The rule here: Newton steps ``x <- x + (I - J)^-1 (T(x) - x)`` with ``J`` from central
+differences at a step (``rel_step``, 1e-2 relative) wide enough to average over many jumps
+and narrow enough for the curvature (the slope's error from the jumps falls like
+``(N rel_step)^-1/2``), recomputed whenever the iterate has moved by more than a few steps;
+acceptance when the remaining Newton distance ``(I - J)^-1 (T(x) - x)`` is at most
+``accept`` (default 0.25) times the fixed point's own Monte-Carlo standard error in every
+component (``stderr(x, J)``, the replica errors propagated through the fixed point): the
+bias left is then a quarter of the error bar and adds 3 % to it in quadrature.  When the
+distances stop falling (the map's jumps move the Newton target by about the accepted
+distance), the iterates of the frozen-Jacobian steps are averaged and the average is
+tested instead.  The report states the distance against the error (``mc_distance``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from amp_attention.result import Status
+
+from .fixed_point import FixedPointReport, relative_residual
+
+#: relative step of the central-difference Jacobian (of max(|x_i|, 1e-2))
+REL_STEP = 3e-2
+#: accept when every component's Newton distance is at most this many standard errors
+ACCEPT = 0.25
+#: a Newton step changes no component by more than this factor of its size (x -> x/2 .. 2x)
+MAX_RELATIVE_STEP = 0.5
+#: recompute the Jacobian after the iterate moved this many rel_steps (relative) since
+RECOMPUTE_AFTER = 3.0
+#: frozen-Jacobian steps whose iterates are averaged once the distances stall
+AVERAGE_STEPS = 6
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoisyFixedPointReport(FixedPointReport):
+    """:class:`FixedPointReport` of :func:`solve_noisy_fixed_point`: ``mc_distance`` is the
+    largest component of the Newton distance (I - J)^-1 (T(x) - x) over the fixed point's
+    Monte-Carlo standard error at the reported x (accepted at <= ``ACCEPT``);
+    ``evaluations`` counts the map evaluations (Jacobians included); ``jacobian`` the
+    smoothed dT/dx last used; ``averaged`` whether x is an average of iterates."""
+
+    mc_distance: float = math.inf
+    evaluations: int = 0
+    jacobian: np.ndarray | None = None
+    averaged: bool = False
+
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("x", "history", "jacobian")
+
+
+def central_jacobian(T: Callable[[np.ndarray], np.ndarray], x: np.ndarray, rel_step: float,
+                     valid: Callable[[np.ndarray], bool] | None = None) -> np.ndarray:
+    """dT/dx at x (rows: T's components, columns: x's) by central differences, steps
+    rel_step max(|x_i|, 1e-2) (one-sided where a side leaves the domain); ValueError where
+    neither side is valid."""
+    x = np.asarray(x, dtype=float)
+    cols = []
+    for i in range(x.size):
+        h = rel_step * max(abs(x[i]), 1e-2)
+        up, dn = x.copy(), x.copy()
+        up[i] += h
+        dn[i] -= h
+        ok_up = valid is None or valid(up)
+        ok_dn = valid is None or valid(dn)
+        if ok_up and ok_dn:
+            cols.append((np.asarray(T(up), dtype=float) - np.asarray(T(dn), dtype=float))
+                        / (2.0 * h))
+        elif ok_up or ok_dn:
+            side, s = (up, h) if ok_up else (dn, -h)
+            cols.append((np.asarray(T(side), dtype=float) - np.asarray(T(x), dtype=float)) / s)
+        else:
+            raise ValueError(f"no valid finite-difference step in component {i} at {x}")
+    return np.column_stack(cols)
+
+
+def _limited(x: np.ndarray, dx: np.ndarray) -> np.ndarray:
+    """dx scaled so that no component moves by more than MAX_RELATIVE_STEP of its size."""
+    scale = np.maximum(np.abs(x), 1e-2)
+    worst = float(np.max(np.abs(dx) / scale))
+    return dx if worst <= MAX_RELATIVE_STEP else dx * (MAX_RELATIVE_STEP / worst)
+
+
+def solve_noisy_fixed_point(
+    T: Callable[[np.ndarray], np.ndarray],
+    x0: np.ndarray,
+    stderr: Callable[[np.ndarray, np.ndarray], np.ndarray | None],
+    *,
+    rel_step: float = REL_STEP,
+    accept: float = ACCEPT,
+    max_steps: int = 20,
+    valid: Callable[[np.ndarray], bool] | None = None,
+    monitor: Callable[[int, float], None] | None = None,
+) -> NoisyFixedPointReport:
+    """Solve x = T(x) for a noisy, discontinuous T by smoothed Newton steps and, where they
+    stall, averaged iterates (module docstring).
+
+    ``stderr(x, J)``: the Monte-Carlo standard error of the fixed point's components at x
+    given the smoothed Jacobian J (None or non-finite: unavailable -- the solve then fails
+    rather than accepting blind).  ``monitor(step, distance)`` sees every Newton step's
+    distance in standard errors.  Never raises on a bad map value: the report says what
+    happened."""
+    if not (0 < rel_step < 1):
+        raise ValueError(f"rel_step must lie in (0, 1), got {rel_step!r}")
+    if not accept > 0:
+        raise ValueError(f"accept must be > 0, got {accept!r}")
+    count = [0]
+
+    def F(x: np.ndarray) -> np.ndarray:
+        count[0] += 1
+        out = np.asarray(T(x), dtype=float)
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError("non-finite map value")
+        return out
+
+    x = np.asarray(x0, dtype=float).copy()
+    history: list[float] = []
+    J = None
+    x_jac = None
+    best = (math.inf, x.copy(), math.inf)  # (distance, x, relative residual)
+    stalled = 0
+    status, message = Status.MAX_ITER, f"not within {accept:g} standard errors in {max_steps} steps"
+    try:
+        for step in range(1, max_steps + 1):
+            if J is None or np.max(np.abs(x - x_jac) / np.maximum(np.abs(x_jac), 1e-2)) > \
+                    RECOMPUTE_AFTER * rel_step:
+                J = central_jacobian(F, x, rel_step, valid)
+                x_jac = x.copy()
+            tx = F(x)
+            res = relative_residual(x, tx)
+            A = np.eye(x.size) - J
+            dx = np.linalg.solve(A, tx - x)
+            err = stderr(x, J)
+            if err is None or not np.all(np.isfinite(err)) or np.any(np.asarray(err) <= 0):
+                status, message = Status.FAILED, "no Monte-Carlo error at the iterate: cannot apply the rule"
+                break
+            dist = float(np.max(np.abs(dx) / err))
+            history.append(dist)
+            if monitor is not None:
+                monitor(step, dist)
+            if dist < best[0]:
+                best, stalled = (dist, x.copy(), res), 0
+            else:
+                stalled += 1
+            if dist <= accept:
+                return _done(x, True, step, res, history, count[0], J, dist, False)
+            if stalled >= 2 and best[0] <= 4.0 * accept:
+                avg = _average(F, best[1], J, valid, count)
+                if avg is not None:
+                    xa = avg
+                    ta = F(xa)
+                    da = float(np.max(np.abs(np.linalg.solve(A, ta - xa)) / stderr(xa, J)))
+                    history.append(da)
+                    if da <= accept:
+                        return _done(xa, True, step, relative_residual(xa, ta), history,
+                                     count[0], J, da, True)
+                    if da < best[0]:
+                        best = (da, xa.copy(), relative_residual(xa, ta))
+                status, message = Status.MAX_ITER, (
+                    f"stalled at {best[0]:.2g} standard errors (averaged iterates included)")
+                break
+            dx = _limited(x, dx)
+            for _ in range(11):
+                cand = x + dx
+                if valid is None or valid(cand):
+                    break
+                dx = 0.5 * dx
+            else:
+                status, message = Status.INVALID, "the Newton step leaves the domain"
+                break
+            x = cand
+    except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError) as exc:
+        status, message = Status.INVALID, f"{type(exc).__name__}: {exc}"
+    dist, xb, res = best
+    return NoisyFixedPointReport(x=xb, iterations=len(history), residual=res,
+                                 history=tuple(history), success=False, status=status,
+                                 message=message, mc_distance=dist, evaluations=count[0],
+                                 jacobian=J, averaged=False)
+
+
+def _average(F, x: np.ndarray, J: np.ndarray, valid, count) -> np.ndarray | None:
+    """Mean of AVERAGE_STEPS frozen-Jacobian Newton iterates from x (None if one leaves
+    the domain): where the map's jumps move the Newton target by about the step itself,
+    the iterates scatter around the fixed point of the smooth part and their mean is
+    closer to it than any one of them."""
+    A = np.eye(x.size) - J
+    xs = []
+    for _ in range(AVERAGE_STEPS):
+        x = x + _limited(x, np.linalg.solve(A, F(x) - x))
+        if valid is not None and not valid(x):
+            return None
+        xs.append(x.copy())
+    return np.mean(xs, axis=0)
+
+
+def _done(x, ok, step, res, history, evaluations, J, dist, averaged) -> NoisyFixedPointReport:
+    return NoisyFixedPointReport(
+        x=np.asarray(x, dtype=float), iterations=step, residual=res, history=tuple(history),
+        success=ok, status=Status.CONVERGED,
+        message=(f"converged within the Monte-Carlo error: Newton distance {dist:.2g} standard "
+                 f"errors{' (averaged iterates)' if averaged else ''}"),
+        mc_distance=dist, evaluations=evaluations, jacobian=J, averaged=averaged)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AveragedReport(NoisyFixedPointReport):
+    """:class:`NoisyFixedPointReport` of :func:`solve_averaged_fresh`: ``x`` is the average of
+    the kept iterates, ``stderr`` its standard error per component (batch means),
+    ``iterates`` the kept iterates (rows), ``drift`` the difference of the two halves' means
+    in combined standard errors (largest component; stationarity test)."""
+
+    stderr: np.ndarray | None = None
+    iterates: np.ndarray | None = None
+    drift: float = math.nan
+
+    _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("x", "history", "jacobian", "stderr", "iterates")
+
+
+#: iterations of the averaged solve discarded before averaging (the start's transient)
+BURN_IN = 4
+#: iterations averaged (a multiple of BATCHES)
+AVERAGED = 16
+#: batches of the batch-means error of the average
+BATCHES = 4
+#: the two halves' means may differ by at most this many combined standard errors
+DRIFT_LIMIT = 3.0
+#: ... and the mean's relative standard error may be at most this in every component: iterates
+#: that wander over tens of percent are no fixed point whatever their halves say
+MAX_RELATIVE_ERROR = 0.1
+
+
+def solve_averaged_fresh(
+    maps: Callable[[int], Callable[[np.ndarray], np.ndarray]],
+    x0: np.ndarray,
+    jacobian: np.ndarray,
+    *,
+    n_average: int = AVERAGED,
+    burn_in: int = BURN_IN,
+    valid: Callable[[np.ndarray], bool] | None = None,
+    monitor: Callable[[int, float], None] | None = None,
+) -> AveragedReport:
+    """The fixed point of the mean map E[T] by Newton steps on fresh draws, averaged.
+
+    ``maps(k)`` is the map on the k-th independent set of Monte-Carlo draws (fresh
+    scramblings): each ``T_k`` is an unbiased estimate of the exact, smooth map, so the jumps
+    of a common-random-numbers map never enter.  The iteration
+
+        x_(k+1) = x_k + (I - J)^-1 (T_k(x_k) - x_k)
+
+    with ``jacobian`` J a smoothed estimate of dE[T]/dx (:func:`central_jacobian` at a wide
+    step) is Newton's where J is exact: x_(k+1) - x* = (I - J)^-1 e_k + O(|x_k - x*|^2), the
+    iterates scatter independently around x* with the propagated error of one map
+    evaluation, and their mean after ``burn_in`` discarded steps converges like
+    1/sqrt(n_average) (a stochastic approximation with Polyak-Ruppert averaging at a
+    constant, preconditioned gain; an inexact J only correlates successive iterates, which
+    the batch-means error counts).  Converged: the two halves' means agree within
+    DRIFT_LIMIT combined standard errors (no drift left from the start).
+    """
+    J = np.asarray(jacobian, dtype=float)
+    A = np.eye(J.shape[0]) - J
+    x = np.asarray(x0, dtype=float).copy()
+    kept: list[np.ndarray] = []
+    history: list[float] = []
+    n_average = max(BATCHES, (int(n_average) // BATCHES) * BATCHES)
+    status, message = Status.CONVERGED, ""
+    try:
+        for k in range(burn_in + n_average):
+            tx = np.asarray(maps(k)(x), dtype=float)
+            if not np.all(np.isfinite(tx)):
+                raise FloatingPointError("non-finite map value")
+            history.append(relative_residual(x, tx))
+            if monitor is not None:
+                monitor(k + 1, history[-1])
+            dx = _limited(x, np.linalg.solve(A, tx - x))
+            for _ in range(11):
+                if valid is None or valid(x + dx):
+                    break
+                dx = 0.5 * dx
+            else:
+                raise ValueError("the Newton step leaves the domain")
+            x = x + dx
+            if k >= burn_in:
+                kept.append(x.copy())
+    except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError) as exc:
+        status, message = Status.INVALID, f"{type(exc).__name__}: {exc}"
+    if status is not Status.CONVERGED or len(kept) < n_average:
+        xb = np.mean(kept, axis=0) if kept else x
+        return AveragedReport(x=xb, iterations=len(history), residual=math.inf,
+                              history=tuple(history), success=False, status=status,
+                              message=message or "too few iterates", evaluations=len(history),
+                              jacobian=J, averaged=True)
+    X = np.array(kept)
+    xbar = X.mean(axis=0)
+    batch = X.reshape(BATCHES, -1, X.shape[1]).mean(axis=1)
+    stderr = batch.std(axis=0, ddof=1) / math.sqrt(BATCHES)
+    # independent-iterates estimate as a floor: four batch means are a rough error estimate
+    stderr = np.maximum(stderr, X.std(axis=0, ddof=1) / math.sqrt(len(X)))
+    half = len(X) // 2
+    h1, h2 = X[:half].mean(axis=0), X[half:].mean(axis=0)
+    drift = float(np.max(np.abs(h1 - h2) / np.maximum(2.0 * stderr, 1e-300)))
+    rel = float(np.max(stderr / np.maximum(np.abs(xbar), 1e-12)))
+    ok = drift <= DRIFT_LIMIT and rel <= MAX_RELATIVE_ERROR
+    return AveragedReport(
+        x=xbar, iterations=len(history), residual=float(history[-1]), history=tuple(history),
+        success=ok, status=Status.CONVERGED if ok else Status.MAX_ITER,
+        message=(f"averaged {len(X)} Newton iterates on fresh Monte-Carlo draws (after "
+                 f"{burn_in} discarded); halves agree within {drift:.2g} standard errors"
+                 if ok else
+                 f"the averaged iterates still drift: halves {drift:.2g} standard errors apart"
+                 if drift > DRIFT_LIMIT else
+                 f"the averaged iterates scatter by {100 * rel:.2g} % (relative error of their "
+                 f"mean), more than {100 * MAX_RELATIVE_ERROR:g} %: the Newton iteration does "
+                 "not contract here"),
+        mc_distance=0.0, evaluations=len(history), jacobian=J, averaged=True,
+        stderr=stderr, iterates=X, drift=drift)

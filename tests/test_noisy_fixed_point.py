@@ -1,0 +1,77 @@
+"""The Monte-Carlo convergence rule for a noisy, discontinuous map (solvers/noisy_fixed_point.py,
+docs/theory.md 16.9), on a synthetic map with the band's two pathologies: a fixed point that
+repels the plain iteration (an eigenvalue of dT/dx above 1) and jumps of size O(1/N) at
+O(N) places per unit length, so that small finite differences measure the jumps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from amp_attention.solvers.fixed_point import solve_fixed_point
+from amp_attention.solvers.noisy_fixed_point import (ACCEPT, central_jacobian,
+                                                     solve_noisy_fixed_point)
+
+X_STAR = np.array([2.0, 4.5, 100.0])
+#: dT/dx of the smooth part, relative units: eigenvalues 1.15 (repels Picard), 0.9, 0.3
+_Q = np.linalg.qr(np.random.default_rng(0).standard_normal((3, 3)))[0]
+J_REL = _Q @ np.diag([1.15, 0.9, 0.3]) @ _Q.T
+N = 4096  # "samples": jumps of relative size ~1/N
+SIGMA = 3e-3 * X_STAR  # the fixed point's standard error
+
+
+def noisy_map(x: np.ndarray) -> np.ndarray:
+    r = (np.asarray(x, float) - X_STAR) / X_STAR
+    smooth = J_REL @ r
+    # a deterministic, discontinuous term: steps of height 1/N at spacing ~1/N in each
+    # coordinate, with a zero-mean sawtooth profile (its slope averages out over many steps)
+    saw = (np.floor(N * r) - N * r + 0.5) / N
+    return X_STAR * (1.0 + smooth + 0.5 * saw[::-1])
+
+
+def test_small_differences_measure_the_jumps_wide_ones_the_slope() -> None:
+    x = X_STAR * (1 + 0.01)
+    J_true = J_REL * X_STAR[:, None] / X_STAR[None, :]
+    wide = central_jacobian(noisy_map, x, 3e-2)
+    narrow = central_jacobian(noisy_map, x, 1e-5)
+    assert np.max(np.abs(wide - J_true) / np.abs(J_true).max()) < 0.05
+    assert np.max(np.abs(narrow - J_true) / np.abs(J_true).max()) > 0.5
+
+
+@pytest.mark.parametrize("damping", [1.0, 0.5])
+def test_damped_iteration_is_repelled(damping: float) -> None:
+    rep = solve_fixed_point(noisy_map, X_STAR * 1.01, method="damped", damping=damping,
+                            tol=1e-7, max_iter=300, stall_after=40)
+    assert not rep.converged
+
+
+@pytest.mark.parametrize("offset", [0.1, -0.3])
+def test_noisy_rule_converges_within_the_error(offset: float) -> None:
+    calls = []
+
+    def stderr(x, J):
+        calls.append(J.copy())
+        return SIGMA
+
+    rep = solve_noisy_fixed_point(noisy_map, X_STAR * (1 + offset), stderr)
+    assert rep.converged, rep.message
+    assert rep.mc_distance <= ACCEPT
+    # the true distance: within the accepted quarter error plus the jumps' effect
+    assert np.all(np.abs(rep.x - X_STAR) <= SIGMA), (rep.x - X_STAR) / SIGMA
+    assert rep.evaluations < 60
+    assert "within the Monte-Carlo error" in rep.message
+
+
+def test_noisy_rule_reports_failure_without_errors() -> None:
+    rep = solve_noisy_fixed_point(noisy_map, X_STAR * 1.1, lambda x, J: None)
+    assert not rep.converged and rep.status.value == "failed"
+    assert math.isinf(rep.mc_distance)
+
+
+def test_noisy_rule_checks_its_options() -> None:
+    with pytest.raises(ValueError, match="rel_step"):
+        solve_noisy_fixed_point(noisy_map, X_STAR, lambda x, J: SIGMA, rel_step=0.0)
+    with pytest.raises(ValueError, match="accept"):
+        solve_noisy_fixed_point(noisy_map, X_STAR, lambda x, J: SIGMA, accept=-1.0)
