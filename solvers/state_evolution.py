@@ -144,10 +144,12 @@ class SEResult(Result):
     #: None for the global branch and closed-form channels
     prox_branch_split: float | None = None
     #: Monte-Carlo channels where the map is noisy and discontinuous (the prox minimiser
-    #: jumps): the fixed point was accepted by the Monte-Carlo rule (docs/theory.md 16.9),
-    #: and this is its remaining Newton distance in standard errors of the fixed point
-    #: (accepted at <= 0.25); None where the ordinary residual rule accepted it
-    fixed_point_mc_distance: float | None = None
+    #: jumps) and the fixed point was accepted by the Monte-Carlo rule (docs/theory.md 16.9):
+    #: {"rule": "fresh-draw average", "iterates", "drift" (the halves' difference in
+    #: combined standard errors, accepted <= 3), "relative_error" (of the mean, largest of
+    #: m, q, V, accepted <= 0.1)} or {"rule": "smoothed Newton", "distance" (the remaining
+    #: Newton distance in standard errors)}; None where the ordinary residual rule accepted it
+    mc_convergence: dict[str, Any] | None = None
     spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("spectrum",)
@@ -614,6 +616,17 @@ def _smoothed_jacobian(se: StateEvolution, x: np.ndarray) -> np.ndarray | None:
         return None
 
 
+def _mc_convergence(rep) -> dict[str, Any] | None:
+    """SEResult.mc_convergence of a fixed-point report (None: the ordinary rule)."""
+    if isinstance(rep, AveragedReport) and rep.iterates is not None:
+        rel = np.asarray(rep.stderr) / np.maximum(np.abs(np.asarray(rep.x)), 1e-12)
+        return {"rule": "fresh-draw average", "iterates": int(len(rep.iterates)),
+                "drift": float(rep.drift), "relative_error": float(np.max(rel))}
+    if isinstance(rep, NoisyFixedPointReport):
+        return {"rule": "smoothed Newton", "distance": float(rep.mc_distance)}
+    return None
+
+
 def _noisy_label(method: str, rep) -> str:
     """The method label of a solve, naming the Monte-Carlo rule where it accepted the point."""
     if isinstance(rep, AveragedReport) and rep.converged:
@@ -970,8 +983,16 @@ def solve_state_evolution(
             and not spectrum):
         from .zero_lam import solve_interpolator, zero_lam_regime
 
-        if zero_lam_regime(problem)[0] == "interpolating":
+        regime = zero_lam_regime(problem)[0]
+        if regime == "interpolating":
             return solve_interpolator(problem, mc, t0=t0)
+        if not unique_fixed_point(problem):
+            # the lam -> 0+ limit is the end of the path of lam > 0 fixed points: continue
+            # along it (from lam = 1e-3, where the prox is tame) rather than start cold at
+            # lam = 0, where the default starts can end at another fixed point of the map
+            return _lam_zero_by_continuation(
+                problem, t0, mc=mc, method=method, tol=tol, max_iter=max_iter,
+                damping=damping, start=start, progress=progress)
     se = StateEvolution(problem, mc, finite_d, integrals=integrals)
     starts = se.starts()
     if x0 is not None:
@@ -1014,12 +1035,33 @@ def solve_state_evolution(
     if spectrum:
         ch = se.hats(rep.x)
         spec = se.spectrum(ch, se.overlaps(ch))
-    return SEResult(**fields, fixed_point_mc_distance=getattr(rep, "mc_distance", None),
+    return SEResult(**fields, mc_convergence=_mc_convergence(rep),
                     **reported_start_fields(rep, start=best_name, policy=policy,
                                             alternative=alternative, metastable=metastable,
                                             t0=t0, method=used, iterations_coarse=n_coarse),
                     **_diagnostics(se, problem, rep, grad, fields, finite_d, finite_size_check),
                     finite_d=None if finite_d is None else asdict(finite_d), spectrum=spec)
+
+
+#: lam > 0 steps of the path to lam = 0 above alpha_interp (non-convex channels)
+LAM_ZERO_PATH = (1e-3, 1e-4, 1e-5)
+
+
+def _lam_zero_by_continuation(problem: Problem, t0: float, **kw) -> SEResult:
+    """lam = 0 above the interpolation threshold as the end of the path lam = LAM_ZERO_PATH,
+    then 0, each solve started from the previous fixed point (warm start)."""
+    x, done = None, []
+    for lam in (*LAM_ZERO_PATH, 0.0):
+        p = replace(problem, learner=replace(problem.learner, lam=lam))
+        opts = dict(kw) if x is None else {**kw, "start": "auto"}
+        r = solve_state_evolution(p, x0=x, **opts)
+        done.append(f"lam = {lam:g}: {r.status.value}")
+        if not r.converged:
+            break
+        x = np.array([r.m, r.q, r.V])
+    policy = ("lam = 0 above the interpolation threshold: the lam -> 0+ limit, continued "
+              "along lam (" + "; ".join(done) + "), each from the previous fixed point")
+    return replace(r, start_policy=policy, seconds=time.perf_counter() - t0)
 
 
 def _checked_point(se: StateEvolution, name: str, value) -> np.ndarray:

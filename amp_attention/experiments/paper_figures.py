@@ -78,21 +78,24 @@ def read_table_noheader(root: Path, rel: str) -> np.ndarray:
 
 def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int = 0,
              max_iter: int = 500, saved_only: bool = False,
-             x0: tuple[float, float, float] | None = None) -> list[dict]:
+             x0: tuple[float, float, float] | None = None,
+             prox_branch: str = "global") -> list[dict]:
     """SE fixed points along ``problems`` (one curve, in order), each continued from the
     previous one's (m, q, V); every finished point is saved to ``checkpoint`` (JSON, keyed
     by alpha and lam) before the next starts, and a rerun skips the saved ones.  A point
     that does not converge within ``max_iter`` iterations per level is saved with its
     status and left out of the figure (the figure's JSON lists it).  ``saved_only``:
     solve nothing, return the saved points (a point not yet solved has status
-    "not computed").  ``x0``: the (m, q, V) the first point starts from."""
+    "not computed").  ``x0``: the (m, q, V) the first point starts from.  ``prox_branch``:
+    the SE's prox branch (docs/theory.md 16.8; part of every point's key and record)."""
     from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
     store = CheckpointFile(checkpoint)
-    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed)
+    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
+                           prox_branch=prox_branch)
     out = []
     for p in problems:
-        key = f"alpha={p.alpha!r},lam={p.learner.lam!r}"
+        key = f"alpha={p.alpha!r},lam={p.learner.lam!r},branch={prox_branch}"
         row = store.read(key)
         if row is None and saved_only:
             out.append({"alpha": p.alpha, "lam": p.learner.lam, "status": "not computed"})
@@ -107,28 +110,36 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
                    "loss": r.loss, "m_hat": r.m_hat, "q_hat": r.q_hat, "V_hat": r.V_hat,
                    "rank_fraction": r.rank_fraction, "stderr": dict(r.mc_stderr or {}),
                    "vhat_jump_share": r.vhat_jump_share, "seconds": r.seconds,
-                   "paper": to_paper_columns(r, p.alpha)}
+                   "prox_branch": r.prox_branch, "prox_branch_split": r.prox_branch_split,
+                   "method": r.method, "paper": to_paper_columns(r, p.alpha)}
             store.write(key, row)
-        if row["status"] == "converged":
+        # continue from a converged point; the lam = 0 interpolator (V infinite) is no start
+        if row["status"] == "converged" and all(
+                isinstance(row[k], (int, float)) and math.isfinite(row[k])
+                for k in ("m", "q", "V")):
             x0 = (row["m"], row["q"], row["V"])
+        elif row["status"] == "converged":
+            x0 = None
         out.append(row)
     return out
 
 
 def _curve_task(problems: list[Problem], checkpoint: str, mc_log2n: int,
-                max_iter: int, saved_only: bool = False) -> list[dict]:
+                max_iter: int, saved_only: bool = False,
+                prox_branch: str = "global") -> list[dict]:
     return se_curve(problems, Path(checkpoint), mc_log2n, max_iter=max_iter,
-                    saved_only=saved_only)
+                    saved_only=saved_only, prox_branch=prox_branch)
 
 
 def _run_curves(curves: dict[str, list[Problem]], out: Path, mc_log2n: int, workers: int,
                 progress: Callable[[Iterable, int], Iterable] | None,
-                max_iter: int = 500, saved_only: bool = False) -> dict[str, list[dict]]:
+                max_iter: int = 500, saved_only: bool = False,
+                prox_branch: str = "global") -> dict[str, list[dict]]:
     from ..runner import run_tasks
 
     names = list(curves)
-    tasks = [(curves[n], str(out / f"points_{n}.json"), mc_log2n, max_iter, saved_only)
-             for n in names]
+    tasks = [(curves[n], str(out / f"points_{n}.json"), mc_log2n, max_iter, saved_only,
+              prox_branch) for n in names]
     return dict(zip(names, run_tasks(_curve_task, tasks, workers=workers, progress=progress)))
 
 
@@ -190,7 +201,8 @@ def bulk_split(rows: list[dict], kappa0: float, checkpoint: Path, mc_log2n: int,
 
 
 def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
-            progress=None, max_iter: int = 500, saved_only: bool = False) -> dict:
+            progress=None, max_iter: int = 500, saved_only: bool = False,
+            prox_branch: str = "global") -> dict:
     """Top: singular values of W at alpha 0.1, 0.5, 4, 40 (kappa0 0.5); bottom left: test
     error against alpha; bottom right: rank fraction against alpha, kappa0 0.2 / 0.5 / 0.8,
     with the bulk split.  Softmax L = 2, lambda 0.01, Delta 0.5 (logit_goe)."""
@@ -198,7 +210,8 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
 
     alphas = np.unique(np.concatenate([np.geomspace(0.02, 60.0, points), FIG1_SPECTRA]))
     curves = {f"fig1_kappa0_{k:g}": [_fig1_problem(a, k) for a in alphas] for k in FIG1_KAPPAS}
-    theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
+    theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only,
+                         prox_branch)
     splits = {}
     for k in FIG1_KAPPAS:
         name = f"fig1_kappa0_{k:g}"
@@ -306,52 +319,114 @@ def fig1_target_sigma_density(kappa0: float, sigma: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------- Figure 2
 
+#: the paper's Figure 2 also shows the lambda -> 0+ curve (their lreg 0 table)
+FIG2_ZERO = 0.0
+
+
+def _fig2_alphas(points: int, interp: float) -> np.ndarray:
+    """The grid of Figure 2's curves: ``points`` from 0.05 to 0.5, refined around the
+    interpolation threshold where the small-lambda curves peak (and the lambda -> 0+ curve
+    jumps)."""
+    near = interp * np.array([0.97, 0.99, 1.01, 1.03, 1.08, 1.15, 1.3])
+    return np.unique(np.round(np.concatenate([np.linspace(0.05, 0.5, points), near]), 6))
+
+
+def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0) -> None:
+    """A Monte-Carlo error band (+- ``scale`` propagated standard errors) along a curve, and
+    a marker on every converged point with no converged neighbour (a line needs two)."""
+    a, v = _curve_values(rows, field)
+    key = "test_error_noisy" if field == "train" else field
+    err = np.array([math.nan if r["status"] != "converged" else
+                    as_float((r.get("stderr") or {}).get("loss" if field == "train" else key))
+                    * (2.0 * r["alpha"] if field == "train" else 1.0)
+                    for r in sorted((r for r in rows if r["status"] != "not computed"),
+                                    key=lambda r: r["alpha"])], dtype=float)
+    ok = np.isfinite(v) & np.isfinite(err)
+    if ok.any():
+        ax.fill_between(a, np.where(ok, v - scale * err, np.nan),
+                        np.where(ok, v + scale * err, np.nan), color=color, alpha=0.25, lw=0)
+    fin = np.isfinite(v)
+    lonely = fin & ~np.r_[False, fin[:-1]] & ~np.r_[fin[1:], False]
+    if lonely.any():
+        ax.plot(a[lonely], v[lonely], "o", ms=3.5, color=color, mfc="none")
+
+
 def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
-            progress=None, max_iter: int = 500, saved_only: bool = False) -> dict:
-    """Test error and training loss vs alpha, kappa0 0.5, Delta 0.5, six lambdas."""
+            progress=None, max_iter: int = 500, saved_only: bool = False,
+            prox_branch: str = "teacher") -> dict:
+    """Test error and training objective vs alpha, kappa0 0.5, Delta 0.5: six lambdas and
+    the lambda -> 0+ curve, in ``prox_branch`` ("teacher": the paper's convention; "global";
+    "both": teacher solid, global dashed), with +- 2 standard-error Monte-Carlo bands."""
     from ..plotting import plt, save_figure
     from ..solvers.thresholds import interpolation_threshold
 
-    alphas = np.linspace(0.05, 0.5, points)
-    curves = {f"fig2_lreg_{lr:g}": [PaperSetting(float(a), lr).problem() for a in alphas]
-              for lr in FIG2_LREGS}
-    theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
     interp = interpolation_threshold(PaperSetting(0.1, 0.01).problem())
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.9))
-    colors = plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS)))
+    alphas = _fig2_alphas(points, interp.alpha)
+    lregs = (*FIG2_LREGS, FIG2_ZERO)
+    branches = ("teacher", "global") if prox_branch == "both" else (prox_branch,)
+    theory = {}
+    for br in branches:
+        curves = {f"fig2_lreg_{lr:g}_{br}": [PaperSetting(float(a), lr).problem() for a in alphas]
+                  for lr in lregs}
+        theory.update(_run_curves(curves, out, mc_log2n, workers, progress, max_iter,
+                                  saved_only, br))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    colors = [*plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS))), "black"]
     summary = {}
-    for lr, c in zip(FIG2_LREGS, colors):
-        # the authors' columns: test = test_error_noisy, train = 2 alpha loss
-        a, test = _curve_values(theory[f"fig2_lreg_{lr:g}"], "test_error_noisy")
-        _, train = _curve_values(theory[f"fig2_lreg_{lr:g}"], "train")
-        ax1.plot(a, test, color=c, lw=1.6, label=f"engine SE, $\\lambda$ = {lr:g}")
-        ax2.plot(a, train, color=c, lw=1.6)
-        se = read_table(root, f"data/SE/SE_kappa_0.5_lreg_{lr:g}_noise_0.5.csv")
+    for lr, c in zip(lregs, colors):
+        label = (f"$\\lambda$ = {lr:g}" if lr > 0 else r"$\lambda \to 0^+$")
+        for br in branches:
+            rows = theory[f"fig2_lreg_{lr:g}_{br}"]
+            a, test = _curve_values(rows, "test_error_noisy")
+            _, train = _curve_values(rows, "train")
+            main = br == branches[0]
+            style = dict(color=c, lw=1.6 if main else 1.0, ls="-" if main else "--")
+            ax1.plot(a, test, label=label if main else None, **style)
+            ax2.plot(a, np.where(train > 0, train, np.nan), **style)
+            if main:
+                _band(ax1, rows, "test_error_noisy", c)
+                _band(ax2, rows, "train", c)
+                key = f"{lr:g}"
+                gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
+                if (root / gd_path).exists():
+                    gd = read_table(root, gd_path)
+                    summary[key] = _deviation(a, test, gd["alpha"], gd["test_error_mean"],
+                                              gd["test_err_std"])
+        se = read_table(root, f"data/SE/SE_kappa_0.5_lreg_{lr:g}_noise_0.5.csv".replace(
+            "lreg_0_", "lreg_0.0_"))  # their lambda = 0 file is named 0.0
         ax1.plot(se["alpha"], se["test"], color=c, lw=0.8, ls=":")
-        ax2.plot(se["alpha"], se["train"], color=c, lw=0.8, ls=":")
-        gd = read_table(root, f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv")
-        sel = slice(0, None, 3)
-        ax1.errorbar(gd["alpha"][sel], gd["test_error_mean"][sel], gd["test_err_std"][sel],
-                     fmt="o", ms=3, color=c, capsize=2, lw=0.8)
-        ax2.errorbar(gd["alpha"][sel], gd["loss_mean"][sel], gd["loss_std"][sel],
-                     fmt="o", ms=3, color=c, capsize=2, lw=0.8)
-        summary[f"{lr:g}"] = _deviation(a, test, gd["alpha"], gd["test_error_mean"], gd["test_err_std"])
+        ax2.plot(se["alpha"], np.where(se["train"] > 0, se["train"], np.nan), color=c,
+                 lw=0.8, ls=":")
+        gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
+        if (root / gd_path).exists():
+            gd = read_table(root, gd_path)
+            sel = slice(0, None, 3)
+            ax1.errorbar(gd["alpha"][sel], gd["test_error_mean"][sel], gd["test_err_std"][sel],
+                         fmt="o", ms=3, color=c, capsize=2, lw=0.8)
+            ax2.errorbar(gd["alpha"][sel], gd["loss_mean"][sel], gd["loss_std"][sel],
+                         fmt="o", ms=3, color=c, capsize=2, lw=0.8)
     for ax in (ax1, ax2):
         ax.axvline(interp.alpha, color="grey", ls="--", lw=1)
         ax.set_xlabel(r"$\alpha = n/d^2$")
         ax.set_xlim(0.04, 0.51)
-    ax1.plot([], [], "o", color="k", ms=3, label="authors' Adam, d = 100 (mean $\\pm$ std, 8 runs)")
+    ax1.plot([], [], "o", color="k", ms=3, label="authors' Adam, d = 100 (mean $\\pm$ std)")
     ax1.plot([], [], ":", color="k", lw=0.8, label="authors' SE tables")
-    ax1.plot([], [], "--", color="grey", lw=1, label=f"engine $\\alpha_{{interp}}$ = {interp.alpha:.5f}")
+    if len(branches) == 2:
+        ax1.plot([], [], "--", color="k", lw=1.0, label="engine SE, global minimiser")
+    ax1.plot([], [], "--", color="grey", lw=1, label=f"$\\alpha_{{interp}}$ = {interp.alpha:.4f}")
     ax1.set_ylabel("test error (fresh noisy label)")
     ax1.set_ylim(0.1, 0.56)
     ax2.set_ylabel(r"training objective / $d^2$")
     ax2.set_yscale("log")
+    ax2.set_ylim(1e-6, 0.05)
     path = out / "figure2.png"
-    save_figure(fig, path, r"Figure 2: softmax, L = 2, $\kappa_0$ = 0.5, $\Delta$ = 0.5 (logit)",
+    what = {"teacher": "descent from the teacher's logits (the paper's SE)",
+            "global": "global minimiser", "both": "teacher branch solid, global dashed"}
+    save_figure(fig, path, r"Figure 2: softmax, L = 2, $\kappa_0$ = 0.5, $\Delta$ = 0.5 (logit); "
+                f"engine SE ({what[prox_branch]}; bands $\\pm$ 2 s.e.)",
                 legend_from=ax1, legend_columns=3)
     return {"figure": 2, "png": str(path), "alpha_interp": interp.alpha,
-            "test_vs_adam": summary, "theory": theory}
+            "prox_branch": prox_branch, "test_vs_adam": summary, "theory": theory}
 
 
 def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -431,7 +506,8 @@ def threshold_row(kappa0: float) -> dict:
 
 
 def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
-            progress=None, max_iter: int = 500, saved_only: bool = False) -> dict:
+            progress=None, max_iter: int = 500, saved_only: bool = False,
+            prox_branch: str = "global") -> dict:
     """Left: test error at their cross-validated lambdas; right: thresholds vs kappa0."""
     from ..plotting import plt, save_figure
 
@@ -446,7 +522,8 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
                                            0.05, 0.05, parameterisation="elementwise").problem()
                               for i in keep2],
     }
-    theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only)
+    theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only,
+                         prox_branch)
     kappas = np.linspace(0.02, 0.98, 49)
     rows = [threshold_row(float(k)) for k in kappas]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.9))
@@ -638,7 +715,8 @@ def _adam_panel(ax, rows: list[dict], sim: dict[str, np.ndarray], field: str, si
 
 def _adam_figure(number: int, root: Path, out: Path, panels, title: str, ylabel: str,
                  xlabel: str, *, points: int, mc_log2n: int, workers: int, progress,
-                 max_iter: int, saved_only: bool, x_scale=None, extra=None) -> dict:
+                 max_iter: int, saved_only: bool, x_scale=None, extra=None,
+                 prox_branch: str = "global") -> dict:
     """Shared body of Figures 4-6: ``panels`` is a list of (panel title, [(file key, label,
     engine field, their column)]); every file's SE curve is solved (shared by name), drawn
     with the file's points, and summarised by :func:`adam_deviation`."""
@@ -646,7 +724,7 @@ def _adam_figure(number: int, root: Path, out: Path, panels, title: str, ylabel:
 
     used = [ADAM_FILES[k] for _, entries in panels for k, *_ in entries]
     theory = _run_curves(_adam_curves(list({f.curve: f for f in used}.values()), points),
-                         out, mc_log2n, workers, progress, max_iter, saved_only)
+                         out, mc_log2n, workers, progress, max_iter, saved_only, prox_branch)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.9))
     axes = np.atleast_1d(axes)
     summary = {}
@@ -857,7 +935,7 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
 
 def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int = 12,
                 mc_log2n: int = 12, workers: int = 0, progress=None, max_iter: int = 500,
-                saved_only: bool = False) -> dict:
+                saved_only: bool = False, prox_branch: str = "teacher") -> dict:
     """Redraw Figure ``number`` into ``out``/figureN.png (theory checkpoints beside it) and
     write ``out``/figureN.json (parameters, the engine's curves, deviations from the
     authors' points).  ``saved_only``: draw from the saved theory points only."""
@@ -867,10 +945,14 @@ def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int =
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fn = {1: figure1, 2: figure2, 3: figure3, 4: figure4, 5: figure5, 6: figure6}[number]
+    if prox_branch == "both" and number != 2:
+        raise ValueError("prox_branch 'both' is drawn in Figure 2 only; choose global or teacher")
+    if prox_branch not in ("global", "teacher", "both"):
+        raise ValueError(f"prox_branch must be one of global, teacher, both, got {prox_branch!r}")
     res = fn(root, out, points=points, mc_log2n=mc_log2n, workers=workers, progress=progress,
-             max_iter=max_iter, saved_only=saved_only)
+             max_iter=max_iter, saved_only=saved_only, prox_branch=prox_branch)
     res["parameters"] = {"repo": str(root), "points": points, "mc_log2n": mc_log2n,
-                         "max_iter": max_iter}
+                         "max_iter": max_iter, "prox_branch": prox_branch}
     res["not_converged"] = [{"curve": name, "alpha": r["alpha"], "status": r["status"]}
                             for name, rows in res["theory"].items() for r in rows
                             if r["status"] != "converged"]

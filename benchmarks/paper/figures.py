@@ -2,6 +2,7 @@
 
     python benchmarks/paper/figures.py --figure 2 --repo PATH/ExtensiveAttention [--out docs/figures/paper]
                                        [--points 12] [--mc-log2n 12] [--workers 2]
+                                       [--prox-branch teacher|global|both]
 
 PATH/ExtensiveAttention is a clone of https://github.com/PenombraET/ExtensiveAttention
 (their data/ is read there; nothing is downloaded).  Writes OUT/figureN.png and
@@ -37,11 +38,16 @@ def main() -> int:
                     help="solve nothing: draw from the saved theory points (others listed)")
     ap.add_argument("--max-iter", type=int, default=500,
                     help="SE iterations per level; a point beyond is left out and listed")
+    ap.add_argument("--prox-branch", choices=("teacher", "global", "both"), default="teacher",
+                    help="the SE's prox branch where the prox has competing minima "
+                         "(docs/theory.md 16.8): teacher = descent from the teacher's logits, "
+                         "the paper's SE (default); global = the global minimiser; both = "
+                         "Figure 2 with the global branch dashed")
     args = ap.parse_args()
     try:
         res = draw_figure(args.figure, args.repo, args.out, points=args.points,
                           mc_log2n=args.mc_log2n, workers=args.workers, max_iter=args.max_iter,
-                          saved_only=args.saved_only,
+                          saved_only=args.saved_only, prox_branch=args.prox_branch,
                           progress=lambda it, n: progress_bar(it, total=n, desc="curves"))
     except ValueError as exc:
         print(f"figures.py: error: {exc}", file=sys.stderr)
