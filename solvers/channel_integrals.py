@@ -757,6 +757,21 @@ class MonteCarloChannel:
             self._own_label_set = (Q0, *self._labels(self.draws, Q0))
         return self._own_label_set[1:]
 
+    def branch_split(self, m: float, q: float, V: float, Q0: float) -> float | None:
+        """The share of the SE's own samples at (m, q, V) whose prox minimisers differ between
+        the two branches (global and teacher, docs/theory.md 16.8): one cold global prox and
+        one descent from u* per sample; None for channels without a local descent."""
+        ch = self.channel
+        if optional_member(ch, "newton_from") is None:
+            return None
+        q = max(q, self.Q_MIN * Q0)
+        V = max(V, self.V_MIN)
+        smp = paired_samples(self.draws, m, q, Q0, self.THETA)
+        y, _ = self._own_labels(Q0)
+        _, split = teacher_branch(ch, y, smp.omega, V, smp.ustar,
+                                  ch.prox_batch(y, smp.omega, V))
+        return float(split.mean())
+
     def _step_samples(self, Q0: float) -> tuple:
         """(Q0, draws, labels per point) of the control variate's own samples, labels computed
         once per Q0."""

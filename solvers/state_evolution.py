@@ -139,9 +139,9 @@ class SEResult(Result):
     #: "global" (the ERM's global minimum, replica symmetric) or "teacher" (descent from the
     #: teacher's logits, the paper's convention); one minimiser: the same numbers
     prox_branch: str = "global"
-    #: teacher branch: the share of the reported point's Monte-Carlo samples whose
-    #: teacher-branch minimiser is not the global one (0: the branches coincide there);
-    #: None for the global branch and closed-form channels
+    #: the share of the reported point's Monte-Carlo samples whose teacher-branch minimiser
+    #: is not the global one (0: the two branches are one map there); None for closed-form
+    #: channels and convex problems
     prox_branch_split: float | None = None
     #: Monte-Carlo channels where the map is noisy and discontinuous (the prox minimiser
     #: jumps) and the fixed point was accepted by the Monte-Carlo rule (docs/theory.md 16.9):
@@ -1216,10 +1216,18 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
     out.update(vhat_jump_share=jump, vhat_jump_stderr=jump_err,
                replica_symmetry_warning=rs_warning)
     out["prox_branch"] = se.prox_branch
-    if se.mc is not None:
-        if se.mc.prox_branch == "teacher" and np.all(np.isfinite(rep.x)) and se.valid(rep.x):
+    if se.mc is not None and np.all(np.isfinite(rep.x)) and se.valid(rep.x):
+        if se.mc.prox_branch == "teacher":
             se.hats(rep.x)
             out["prox_branch_split"] = se.channel.last_branch_split
+        elif not se.unique_fixed_point():
+            m, q, V = (float(v) for v in rep.x)
+            if V < optional_member(se.model_channel, "convex_below_every_label"):
+                out["prox_branch_split"] = 0.0  # every sample's prox is strictly convex
+            else:
+                # no certificate of a unique minimiser: say whether the other branch would
+                # differ here (one more prox evaluation)
+                out["prox_branch_split"] = se.channel.branch_split(m, q, V, se.Q0)
     kurt, kurt_err, warning = None, None, ""
     list_d = problem.target.list_dimension
     if finite_size_check and finite_d is None and list_d and rep.converged:
@@ -1283,6 +1291,31 @@ def replica_symmetry_warning(share: float, stderr: float) -> str:
 
 MC_FIELDS = ("m", "q", "V", "m_hat", "q_hat", "V_hat", "train_error", "test_error",
              "matrix_mse", "loss", "trace_per_d", "rank_fraction", "test_error_noisy")
+
+
+#: the two prox branches count as different maps here beyond this share of the samples
+#: (a few samples in 10^4 move the map by less than its Monte-Carlo error)
+BRANCH_SPLIT_WARN = 1e-3
+
+
+def prox_branch_warning(result) -> str:
+    """Non-empty where the reported point's prox has competing minima on more than
+    BRANCH_SPLIT_WARN of the samples: the two branches (docs/theory.md 16.8) are then
+    different fixed points, and the user should know which one this is and what training
+    was measured to do (docs/validation.md, "Which branch does training follow")."""
+    split = getattr(result, "prox_branch_split", None)
+    if split is None or not split > BRANCH_SPLIT_WARN:
+        return ""
+    branch = result.prox_branch
+    other = "global" if branch == "teacher" else "teacher"
+    what = {"global": "the global minimiser of every sample's prox, the replica-symmetric "
+                      "ERM global minimum",
+            "teacher": "the descent from the teacher's logits, the paper's SE"}
+    return (f"the prox has competing minima on {100 * split:.2g} % of the samples here, so "
+            f"the SE's two prox branches are different fixed points; this is the {branch} "
+            f"branch ({what[branch]}), --prox-branch {other} gives the other; which one "
+            "gradient training approaches as d grows is measured in docs/validation.md "
+            "(\"Which branch does training follow\")")
 
 
 def _observables(se: StateEvolution, ch: ChannelSE, den=None) -> np.ndarray:

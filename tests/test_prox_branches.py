@@ -37,7 +37,7 @@ def test_branches_identical_where_the_prox_has_one_minimiser() -> None:
     assert glob.converged and teach.converged
     assert glob.V > p.task.channel_object.convex_below_every_label
     assert (glob.prox_branch, teach.prox_branch) == ("global", "teacher")
-    assert glob.prox_branch_split is None and teach.prox_branch_split == 0.0
+    assert glob.prox_branch_split == 0.0 and teach.prox_branch_split == 0.0
     skip = ("seconds", "prox_branch", "prox_branch_split")
     a = {k: v for k, v in glob.to_dict().items() if k not in skip}
     b = {k: v for k, v in teach.to_dict().items() if k not in skip}
@@ -127,3 +127,31 @@ def test_cli_prox_branch_in_the_record(capsys) -> None:
     assert out["prox_branch"] == "teacher" and out["prox_branch_split"] == 0.0
     assert main(["se", "--channel", "softmax", "--prox-branch", "nearest"]) == 2
     assert "argument --prox-branch: invalid choice" in capsys.readouterr().err
+
+
+def test_branch_warning_names_the_branch_and_the_other() -> None:
+    from types import SimpleNamespace
+
+    from amp_attention.solvers.state_evolution import BRANCH_SPLIT_WARN, prox_branch_warning
+
+    assert prox_branch_warning(SimpleNamespace(prox_branch_split=None, prox_branch="global")) == ""
+    assert prox_branch_warning(SimpleNamespace(prox_branch_split=BRANCH_SPLIT_WARN / 2,
+                                               prox_branch="global")) == ""
+    w = prox_branch_warning(SimpleNamespace(prox_branch_split=0.008, prox_branch="global"))
+    assert "0.8 %" in w and "global branch" in w and "--prox-branch teacher" in w
+    w = prox_branch_warning(SimpleNamespace(prox_branch_split=0.008, prox_branch="teacher"))
+    assert "teacher branch" in w and "--prox-branch global" in w
+
+
+def test_global_branch_reports_the_split_at_the_band_state() -> None:
+    """The global branch's result also says how many samples' minimisers differ (one more
+    prox evaluation at the reported point): at the band state 0.1-5 %, as the teacher
+    branch's own count there."""
+    m, q, V, Q0, alpha = BAND
+    ch = LOGIT_GOE.channel_object
+    glob = MonteCarloChannel(ch, log2_n=10, replicas=2, seed=5)
+    split = glob.branch_split(m, q, V, Q0)
+    teach = MonteCarloChannel(ch, log2_n=10, replicas=2, seed=5, prox_branch="teacher")
+    teach.se(m, q, V, Q0, alpha)
+    assert 0.001 < split < 0.05
+    assert split == teach.last_branch_split

@@ -62,6 +62,9 @@ SE_FIELD_HELP = {
     "vhat_jump_share": "share of V_hat from the jumps of the prox minimiser",
     "vhat_jump_stderr": "its Monte-Carlo standard error",
     "replica_symmetry_warning": "non-empty: the prox jumps, RS formally unstable",
+    "prox_branch": "prox minimiser taken: global, or teacher (descent from u*)",
+    "prox_branch_split": "share of samples where the two branches' minimisers differ",
+    "mc_convergence": "the Monte-Carlo convergence rule's numbers, where it decided",
     "estimator": "erm, or bayes (the MMSE estimator)",
     "plugin_test_error": "bayes: test error of g(h(E[S0 | data]))",
     "perfect_recovery": "bayes: the MMSE vanished (below 1e-7 Q0)",
@@ -200,6 +203,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{PROG}: warning: {result.finite_size_warning}", file=sys.stderr)
     if result.replica_symmetry_warning:
         print(f"{PROG}: warning: {result.replica_symmetry_warning}", file=sys.stderr)
+    from ..solvers.state_evolution import prox_branch_warning
+
+    branch_note = prox_branch_warning(result)
+    if branch_note:
+        print(f"{PROG}: warning: {branch_note}", file=sys.stderr)
     if not result.success:
         print(f"{PROG}: state evolution did not converge ({se_failure(result)}); the "
               "values above are the last iterate, not a fixed point", file=sys.stderr)
@@ -266,7 +274,8 @@ def run_bayes(args: argparse.Namespace) -> int:
 ERM_ONLY = ("mc_failed_prox", "mc_warm_fallbacks", "finite_d", "sampling_stderr",
             "sampling_error_method", "residual_kurtosis", "residual_kurtosis_stderr",
             "finite_size_warning", "train_error", "loss", "vhat_jump_share",
-            "vhat_jump_stderr", "replica_symmetry_warning")
+            "vhat_jump_stderr", "replica_symmetry_warning", "prox_branch",
+            "prox_branch_split", "mc_convergence")
 BAYES_ONLY = ("plugin_test_error", "perfect_recovery")
 
 
