@@ -244,9 +244,31 @@ AVERAGED = 16
 BATCHES = 4
 #: the two halves' means may differ by at most this many combined standard errors
 DRIFT_LIMIT = 3.0
+#: rounds of the averaged solve before a still-drifting sequence is reported as such
+ROUNDS = 3
 #: ... and the mean's relative standard error may be at most this in every component: iterates
 #: that wander over tens of percent are no fixed point whatever their halves say
 MAX_RELATIVE_ERROR = 0.1
+
+
+def _stationary(X: np.ndarray) -> tuple[bool, float, np.ndarray, float]:
+    """(stationary, drift in standard errors, standard error of the mean, largest relative
+    error) of iterates X (rows).  The per-iterate noise is taken from successive differences
+    (sigma_1 = std(diff) / sqrt 2), which a slow drift does not inflate -- a batch-means
+    error would, and would let a drifting sequence pass its own halves test; the halves'
+    means must agree within DRIFT_LIMIT times sigma_1 sqrt(4 / K).  The reported error is the
+    larger of the batch-means error over BATCHES batches and sigma_1 / sqrt(K) (positively
+    correlated iterates: batch means; independent ones: sigma_1)."""
+    K = len(X)
+    xbar = X.mean(axis=0)
+    sigma1 = np.std(np.diff(X, axis=0), axis=0, ddof=1) / math.sqrt(2.0)
+    batch = X[: K - K % BATCHES].reshape(BATCHES, -1, X.shape[1]).mean(axis=1)
+    stderr = np.maximum(batch.std(axis=0, ddof=1) / math.sqrt(BATCHES), sigma1 / math.sqrt(K))
+    half = K // 2
+    diff = np.abs(X[:half].mean(axis=0) - X[half:].mean(axis=0))
+    drift = float(np.max(diff / np.maximum(sigma1 * math.sqrt(4.0 / K), 1e-300)))
+    rel = float(np.max(stderr / np.maximum(np.abs(xbar), 1e-12)))
+    return drift <= DRIFT_LIMIT and rel <= MAX_RELATIVE_ERROR, drift, stderr, rel
 
 
 def solve_averaged_fresh(
@@ -256,6 +278,8 @@ def solve_averaged_fresh(
     *,
     n_average: int = AVERAGED,
     burn_in: int = BURN_IN,
+    rounds: int = ROUNDS,
+    rejacobian: Callable[[np.ndarray], np.ndarray | None] | None = None,
     valid: Callable[[np.ndarray], bool] | None = None,
     monitor: Callable[[int, float], None] | None = None,
 ) -> AveragedReport:
@@ -270,66 +294,70 @@ def solve_averaged_fresh(
     with ``jacobian`` J a smoothed estimate of dE[T]/dx (:func:`central_jacobian` at a wide
     step) is Newton's where J is exact: x_(k+1) - x* = (I - J)^-1 e_k + O(|x_k - x*|^2), the
     iterates scatter independently around x* with the propagated error of one map
-    evaluation, and their mean after ``burn_in`` discarded steps converges like
-    1/sqrt(n_average) (a stochastic approximation with Polyak-Ruppert averaging at a
-    constant, preconditioned gain; an inexact J only correlates successive iterates, which
-    the batch-means error counts).  Converged: the two halves' means agree within
-    DRIFT_LIMIT combined standard errors (no drift left from the start).
+    evaluation, and their mean converges like 1/sqrt(n_average) (a stochastic
+    approximation with Polyak-Ruppert averaging at a constant, preconditioned gain; an
+    inexact J correlates successive iterates, which the batch-means error counts).
+
+    A round discards ``burn_in`` iterates and averages the next ``n_average``; it is accepted
+    where they are stationary (:func:`_stationary`: the halves agree, the mean's relative
+    error is below MAX_RELATIVE_ERROR).  Otherwise the next round starts from the last
+    iterate, with J recomputed there by ``rejacobian`` (if given), up to ``rounds`` rounds:
+    a sequence still drifting then is reported as not converged.
     """
     J = np.asarray(jacobian, dtype=float)
-    A = np.eye(J.shape[0]) - J
     x = np.asarray(x0, dtype=float).copy()
-    kept: list[np.ndarray] = []
     history: list[float] = []
     n_average = max(BATCHES, (int(n_average) // BATCHES) * BATCHES)
-    status, message = Status.CONVERGED, ""
+    k = 0
+    X = np.empty((0, x.size))
+    drift, rel, stderr = math.inf, math.inf, None
     try:
-        for k in range(burn_in + n_average):
-            tx = np.asarray(maps(k)(x), dtype=float)
-            if not np.all(np.isfinite(tx)):
-                raise FloatingPointError("non-finite map value")
-            history.append(relative_residual(x, tx))
-            if monitor is not None:
-                monitor(k + 1, history[-1])
-            dx = _limited(x, np.linalg.solve(A, tx - x))
-            for _ in range(11):
-                if valid is None or valid(x + dx):
-                    break
-                dx = 0.5 * dx
-            else:
-                raise ValueError("the Newton step leaves the domain")
-            x = x + dx
-            if k >= burn_in:
-                kept.append(x.copy())
+        for rnd in range(rounds):
+            if rnd and rejacobian is not None:
+                J_new = rejacobian(x)
+                if J_new is not None:
+                    J = np.asarray(J_new, dtype=float)
+            A = np.eye(J.shape[0]) - J
+            kept = []
+            for step in range(burn_in + n_average):
+                tx = np.asarray(maps(k)(x), dtype=float)
+                k += 1
+                if not np.all(np.isfinite(tx)):
+                    raise FloatingPointError("non-finite map value")
+                history.append(relative_residual(x, tx))
+                if monitor is not None:
+                    monitor(k, history[-1])
+                dx = _limited(x, np.linalg.solve(A, tx - x))
+                for _ in range(11):
+                    if valid is None or valid(x + dx):
+                        break
+                    dx = 0.5 * dx
+                else:
+                    raise ValueError("the Newton step leaves the domain")
+                x = x + dx
+                if step >= burn_in:
+                    kept.append(x.copy())
+            X = np.array(kept)
+            ok, drift, stderr, rel = _stationary(X)
+            if ok:
+                return AveragedReport(
+                    x=X.mean(axis=0), iterations=k, residual=float(history[-1]),
+                    history=tuple(history), success=True, status=Status.CONVERGED,
+                    message=(f"averaged {len(X)} Newton iterates on fresh Monte-Carlo draws "
+                             f"(round {rnd + 1}, {burn_in} discarded first); halves agree "
+                             f"within {drift:.2g} standard errors"),
+                    mc_distance=0.0, evaluations=k, jacobian=J, averaged=True,
+                    stderr=stderr, iterates=X, drift=drift)
     except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError) as exc:
-        status, message = Status.INVALID, f"{type(exc).__name__}: {exc}"
-    if status is not Status.CONVERGED or len(kept) < n_average:
-        xb = np.mean(kept, axis=0) if kept else x
-        return AveragedReport(x=xb, iterations=len(history), residual=math.inf,
-                              history=tuple(history), success=False, status=status,
-                              message=message or "too few iterates", evaluations=len(history),
-                              jacobian=J, averaged=True)
-    X = np.array(kept)
-    xbar = X.mean(axis=0)
-    batch = X.reshape(BATCHES, -1, X.shape[1]).mean(axis=1)
-    stderr = batch.std(axis=0, ddof=1) / math.sqrt(BATCHES)
-    # independent-iterates estimate as a floor: four batch means are a rough error estimate
-    stderr = np.maximum(stderr, X.std(axis=0, ddof=1) / math.sqrt(len(X)))
-    half = len(X) // 2
-    h1, h2 = X[:half].mean(axis=0), X[half:].mean(axis=0)
-    drift = float(np.max(np.abs(h1 - h2) / np.maximum(2.0 * stderr, 1e-300)))
-    rel = float(np.max(stderr / np.maximum(np.abs(xbar), 1e-12)))
-    ok = drift <= DRIFT_LIMIT and rel <= MAX_RELATIVE_ERROR
+        return AveragedReport(x=X.mean(axis=0) if len(X) else x, iterations=k,
+                              residual=math.inf, history=tuple(history), success=False,
+                              status=Status.INVALID, message=f"{type(exc).__name__}: {exc}",
+                              evaluations=k, jacobian=J, averaged=True)
+    why = (f"halves {drift:.2g} standard errors apart" if drift > DRIFT_LIMIT else
+           f"the mean's relative error {100 * rel:.2g} % is above "
+           f"{100 * MAX_RELATIVE_ERROR:g} %")
     return AveragedReport(
-        x=xbar, iterations=len(history), residual=float(history[-1]), history=tuple(history),
-        success=ok, status=Status.CONVERGED if ok else Status.MAX_ITER,
-        message=(f"averaged {len(X)} Newton iterates on fresh Monte-Carlo draws (after "
-                 f"{burn_in} discarded); halves agree within {drift:.2g} standard errors"
-                 if ok else
-                 f"the averaged iterates still drift: halves {drift:.2g} standard errors apart"
-                 if drift > DRIFT_LIMIT else
-                 f"the averaged iterates scatter by {100 * rel:.2g} % (relative error of their "
-                 f"mean), more than {100 * MAX_RELATIVE_ERROR:g} %: the Newton iteration does "
-                 "not contract here"),
-        mc_distance=0.0, evaluations=len(history), jacobian=J, averaged=True,
-        stderr=stderr, iterates=X, drift=drift)
+        x=X.mean(axis=0), iterations=k, residual=float(history[-1]), history=tuple(history),
+        success=False, status=Status.MAX_ITER,
+        message=f"the averaged iterates are not stationary after {rounds} rounds ({why})",
+        evaluations=k, jacobian=J, averaged=True, stderr=stderr, iterates=X, drift=drift)

@@ -584,11 +584,12 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             if J is not None:
                 ra = solve_averaged_fresh(lambda k: _fresh_map(se, k), start, J,
                                           n_average=se.mc.averaged_iterations,
+                                          rejacobian=lambda x: _smoothed_jacobian(se, x),
                                           valid=se.valid, monitor=kw.get("monitor"))
                 if ra.converged:
                     return ra, _smoothed_observable_jacobian(se, ra.x), rc.iterations
-                if se.valid(ra.x) and np.all(np.isfinite(ra.x)):
-                    x_start = ra.x
+                # the plain iterations stalled before and would again: report this
+                return ra, None, rc.iterations
     # iterate on the full sample set
     kw.setdefault("stall_after", NOISY_STALL_AFTER if _noisy_rule_applies(se) else None)
     rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
@@ -714,7 +715,8 @@ def _solve_from(se: StateEvolution, x0: np.ndarray, *, method: str, damping: flo
                                       max_iter=max_iter, monitor=monitor,
                                       coarse_result=coarse_result, fine_x0=fine_x0,
                                       coarse_grad=coarse_grad, cv_reference=cv_reference)
-    if rep.converged or method != "anderson":
+    if rep.converged or method != "anderson" or isinstance(rep, AveragedReport):
+        # (a failed Monte-Carlo rule: the damped iteration stalls where it did)
         return rep, grad, n_coarse, _noisy_label(method, rep)
     rep2, grad2, n2 = _solve_once(se, x0, method="damped", damping=damping, tol=tol,
                                   max_iter=max_iter, monitor=monitor, cv_reference=cv_reference)
