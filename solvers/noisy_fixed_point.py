@@ -246,6 +246,9 @@ BATCHES = 4
 DRIFT_LIMIT = 3.0
 #: rounds of the averaged solve before a still-drifting sequence is reported as such
 ROUNDS = 3
+#: draws whose Newton step cannot be brought into the domain by halving, before the averaged
+#: solve gives up (a single noisy draw far off is skipped: the iterate stays)
+MAX_STUCK = 3
 #: ... and the mean's relative standard error may be at most this in every component: iterates
 #: that wander over tens of percent are no fixed point whatever their halves say
 MAX_RELATIVE_ERROR = 0.1
@@ -279,6 +282,8 @@ def solve_averaged_fresh(
     n_average: int = AVERAGED,
     burn_in: int = BURN_IN,
     rounds: int = ROUNDS,
+    rtol: float | None = None,
+    max_average: int = 256,
     rejacobian: Callable[[np.ndarray], np.ndarray | None] | None = None,
     valid: Callable[[np.ndarray], bool] | None = None,
     monitor: Callable[[int, float], None] | None = None,
@@ -303,6 +308,11 @@ def solve_averaged_fresh(
     error is below MAX_RELATIVE_ERROR).  Otherwise the next round starts from the last
     iterate, with J recomputed there by ``rejacobian`` (if given), up to ``rounds`` rounds:
     a sequence still drifting then is reported as not converged.
+
+    ``rtol``: once a round is stationary, iterates are added (``n_average`` at a time, the
+    same J) until the mean's relative standard error in the first two components (m and q:
+    what the test errors depend on) is at most ``rtol``, or ``max_average`` iterates are kept;
+    the stationarity test is then applied to the whole sequence.
     """
     J = np.asarray(jacobian, dtype=float)
     x = np.asarray(x0, dtype=float).copy()
@@ -311,6 +321,7 @@ def solve_averaged_fresh(
     k = 0
     X = np.empty((0, x.size))
     drift, rel, stderr = math.inf, math.inf, None
+    stuck = 0
     try:
         for rnd in range(rounds):
             if rnd and rejacobian is not None:
@@ -318,27 +329,41 @@ def solve_averaged_fresh(
                 if J_new is not None:
                     J = np.asarray(J_new, dtype=float)
             A = np.eye(J.shape[0]) - J
-            kept = []
-            for step in range(burn_in + n_average):
-                tx = np.asarray(maps(k)(x), dtype=float)
-                k += 1
-                if not np.all(np.isfinite(tx)):
-                    raise FloatingPointError("non-finite map value")
-                history.append(relative_residual(x, tx))
-                if monitor is not None:
-                    monitor(k, history[-1])
-                dx = _limited(x, np.linalg.solve(A, tx - x))
-                for _ in range(11):
-                    if valid is None or valid(x + dx):
-                        break
-                    dx = 0.5 * dx
-                else:
-                    raise ValueError("the Newton step leaves the domain")
-                x = x + dx
-                if step >= burn_in:
-                    kept.append(x.copy())
+            kept: list[np.ndarray] = []
+
+            def advance(n: int, discard: int) -> None:
+                nonlocal x, k, stuck
+                for step in range(n):
+                    tx = np.asarray(maps(k)(x), dtype=float)
+                    k += 1
+                    if not np.all(np.isfinite(tx)):
+                        raise FloatingPointError("non-finite map value")
+                    history.append(relative_residual(x, tx))
+                    if monitor is not None:
+                        monitor(k, history[-1])
+                    dx = _limited(x, np.linalg.solve(A, tx - x))
+                    for _ in range(11):
+                        if valid is None or valid(x + dx):
+                            x = x + dx
+                            break
+                        dx = 0.5 * dx
+                    else:
+                        # one draw's step out of the domain: stay (a noisy draw, not a trend)
+                        stuck += 1
+                        if stuck > MAX_STUCK:
+                            raise ValueError("the Newton steps keep leaving the domain")
+                    if step >= discard:
+                        kept.append(x.copy())
+
+            advance(burn_in + n_average, burn_in)
             X = np.array(kept)
             ok, drift, stderr, rel = _stationary(X)
+            while (ok and rtol is not None and len(kept) + n_average <= max_average
+                   and float(np.max(stderr[:2] / np.maximum(np.abs(X.mean(axis=0)[:2]),
+                                                            1e-12))) > rtol):
+                advance(n_average, 0)
+                X = np.array(kept)
+                ok, drift, stderr, rel = _stationary(X)
             if ok:
                 return AveragedReport(
                     x=X.mean(axis=0), iterations=k, residual=float(history[-1]),

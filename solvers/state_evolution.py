@@ -215,6 +215,10 @@ class MonteCarloOptions:
     #: iterates on this many fresh draws of 2^log2_n x replicas samples are averaged
     #: (docs/theory.md 16.9); their error falls like 1/sqrt of it
     averaged_iterations: int = 16
+    #: ... and more of them (averaged_iterations at a time, up to averaged_max) until the mean's
+    #: relative Monte-Carlo error in m and q is at most this (None: averaged_iterations only)
+    averaged_rtol: float | None = 0.01
+    averaged_max: int = 128
 
     def __post_init__(self) -> None:
         from amp_attention.channels.branches import PROX_BRANCHES
@@ -232,11 +236,15 @@ class MonteCarloOptions:
                     "coarse_log2_n": Integer(4, 24), "replicas": Integer(2), "seed": Integer(0),
                     "warm_start": Flag(), "vhat_form": OneOf(tuple(VHAT_FORMS)),
                     "step_at": OneOf(STEP_AT), "prox_branch": OneOf(PROX_BRANCHES),
-                    "averaged_iterations": Integer(4, 4096)},
+                    "averaged_iterations": Integer(4, 4096),
+                    "averaged_max": Integer(4, 65536)},
                    log2_n=self.log2_n, coarse_log2_n=self.coarse_log2_n, replicas=self.replicas,
                    seed=self.seed, warm_start=self.warm_start, vhat_form=self.vhat_form,
                    step_at=self.step_at, prox_branch=self.prox_branch,
-                   averaged_iterations=self.averaged_iterations)
+                   averaged_iterations=self.averaged_iterations, averaged_max=self.averaged_max)
+        if self.averaged_rtol is not None and not (0 < self.averaged_rtol < 1):
+            raise ValueError(f"averaged_rtol must lie in (0, 1) or be None, got "
+                             f"{self.averaged_rtol!r}")
 
 
 class StateEvolution:
@@ -584,6 +592,8 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             if J is not None:
                 ra = solve_averaged_fresh(lambda k: _fresh_map(se, k), start, J,
                                           n_average=se.mc.averaged_iterations,
+                                          rtol=se.mc.averaged_rtol,
+                                          max_average=se.mc.averaged_max,
                                           rejacobian=lambda x: _smoothed_jacobian(se, x),
                                           valid=se.valid, monitor=kw.get("monitor"))
                 if ra.converged:

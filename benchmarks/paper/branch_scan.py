@@ -52,6 +52,63 @@ def se_record(problem, branch: str, log2_n: int) -> dict:
             "stderr": dict(r.mc_stderr or {})}
 
 
+FIELDS = ("test_error", "test_error_noisy", "matrix_mse", "loss")
+
+
+def fit(ds, means, sems, power: float) -> tuple[float, float, float]:
+    """Weighted least squares of mean(d) = a + b d^-power: (a, its standard error, chi^2 per
+    degree of freedom; NaN with two points)."""
+    import numpy as np
+
+    x = np.asarray(ds, float) ** -power
+    w = 1.0 / np.maximum(np.asarray(sems, float), 1e-12) ** 2
+    A = np.column_stack([np.ones_like(x), x])
+    cov = np.linalg.inv(A.T @ (A * w[:, None]))
+    coef = cov @ (A.T @ (w * np.asarray(means, float)))
+    resid = np.asarray(means, float) - A @ coef
+    dof = len(x) - 2
+    chi2 = float(np.sum(w * resid ** 2) / dof) if dof > 0 else float("nan")
+    return float(coef[0]), float(np.sqrt(cov[0, 0])), chi2
+
+
+def report(store: CheckpointFile, name: str) -> dict:
+    """Per field: the mean and standard error of the runs at each d, the 1/d and 1/sqrt(d)
+    extrapolations to d -> infinity, and both branches' SE (with their Monte-Carlo errors),
+    with the distance of each extrapolation from each branch in combined errors."""
+    import math
+    import statistics
+
+    recs = store.records()
+    by_d: dict[int, list[dict]] = {}
+    for key, rec in recs.items():
+        if key.startswith("d="):
+            d = int(key.split(",")[0][2:])
+            by_d.setdefault(d, []).append(rec)
+    ds = sorted(d for d, v in by_d.items() if len(v) >= 2)
+    se = {b: next((v for k, v in recs.items() if k.startswith(f"se,{b},")), None)
+          for b in ("teacher", "global")}
+    out: dict = {"point": name, "ds": ds, "runs": {d: len(by_d[d]) for d in ds}, "fields": {}}
+    for f in FIELDS:
+        means = [statistics.fmean(r[f] for r in by_d[d]) for d in ds]
+        sems = [statistics.stdev(r[f] for r in by_d[d]) / math.sqrt(len(by_d[d])) for d in ds]
+        row = {"mean": dict(zip(map(str, ds), means)), "sem": dict(zip(map(str, ds), sems))}
+        if len(ds) >= 2:
+            for label, power in (("1/d", 1.0), ("1/sqrt(d)", 0.5)):
+                a, ea, chi2 = fit(ds, means, sems, power)
+                row[label] = {"limit": a, "err": ea, "chi2_dof": chi2}
+                for b, rec in se.items():
+                    if rec is None or rec.get("status") != "converged":
+                        continue
+                    eb = float((rec.get("stderr") or {}).get(f, 0.0) or 0.0)
+                    row[label][f"z_{b}"] = (a - rec[f]) / math.hypot(ea, eb)
+        for b, rec in se.items():
+            if rec is not None:
+                row[f"se_{b}"] = rec[f]
+                row[f"se_{b}_err"] = (rec.get("stderr") or {}).get(f)
+        out["fields"][f] = row
+    return out
+
+
 def main() -> int:
     from amp_attention.adam import train_layer
 
@@ -63,11 +120,35 @@ def main() -> int:
     ap.add_argument("--se", action="store_true", help="also solve both branches' SE")
     ap.add_argument("--se-log2n", type=int, default=13)
     ap.add_argument("--out", type=Path, default=ROOT / "runs" / "branch_scan")
+    ap.add_argument("--report", action="store_true",
+                    help="run nothing: fit what is saved (1/d and 1/sqrt(d)) against both "
+                         "branches, print it and write OUT/summary.json")
     args = ap.parse_args()
     if len(args.seeds) != len(args.ds):
         ap.error("--seeds needs one count per --ds entry")
     args.out.mkdir(parents=True, exist_ok=True)
     stores = {k: CheckpointFile(args.out / f"{k}.json") for k in args.points}
+    if args.report:
+        from amp_attention.files import atomic_write_json
+
+        summary = {k: report(stores[k], k) for k in args.points}
+        for k, rep in summary.items():
+            print(f"== {k}: d {rep['ds']} runs {rep['runs']}")
+            for f, row in rep["fields"].items():
+                line = " ".join(f"{row['mean'][str(d)]:.4f}+-{row['sem'][str(d)]:.4f}"
+                                for d in rep["ds"])
+                print(f"{f:17s} {line}")
+                for label in ("1/d", "1/sqrt(d)"):
+                    if label in row:
+                        r = row[label]
+                        zs = " ".join(f"z_{b} {r[f'z_{b}']:+.1f}" for b in ("teacher", "global")
+                                      if f"z_{b}" in r)
+                        print(f"   {label:9s} -> {r['limit']:.4f}+-{r['err']:.4f} "
+                              f"(chi2/dof {r['chi2_dof']:.2f}) {zs}")
+                print("   SE: " + " ".join(f"{b} {row.get(f'se_{b}', float('nan')):.4f}"
+                                           for b in ("teacher", "global")))
+        atomic_write_json(args.out / "summary.json", summary, indent=1)
+        return 0
     if args.se:
         for k in args.points:
             for branch in ("global", "teacher"):
