@@ -79,7 +79,7 @@ def read_table_noheader(root: Path, rel: str) -> np.ndarray:
 def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int = 0,
              max_iter: int = 500, saved_only: bool = False,
              x0: tuple[float, float, float] | None = None,
-             prox_branch: str = "global") -> list[dict]:
+             prox_branch: str = "global", fresh_average: str = "stall") -> list[dict]:
     """SE fixed points along ``problems`` (one curve, in order), each continued from the
     previous one's (m, q, V); every finished point is saved to ``checkpoint`` (JSON, keyed
     by alpha and lam) before the next starts, and a rerun skips the saved ones.  A point
@@ -87,15 +87,18 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     status and left out of the figure (the figure's JSON lists it).  ``saved_only``:
     solve nothing, return the saved points (a point not yet solved has status
     "not computed").  ``x0``: the (m, q, V) the first point starts from.  ``prox_branch``:
-    the SE's prox branch (docs/theory.md 16.8; part of every point's key and record)."""
+    the SE's prox branch (docs/theory.md 16.8; part of every point's key and record);
+    ``fresh_average``: MonteCarloOptions.fresh_average ("always": every point without a
+    convexity certificate is the fresh-draw average, docs/theory.md 16.9; in the key)."""
     from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
     store = CheckpointFile(checkpoint)
     mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
-                           prox_branch=prox_branch)
+                           prox_branch=prox_branch, fresh_average=fresh_average)
     out = []
     for p in problems:
-        key = f"alpha={p.alpha!r},lam={p.learner.lam!r},branch={prox_branch}"
+        key = (f"alpha={p.alpha!r},lam={p.learner.lam!r},branch={prox_branch}"
+               + ("" if fresh_average == "stall" else f",average={fresh_average}"))
         row = store.read(key)
         if row is None and saved_only:
             out.append({"alpha": p.alpha, "lam": p.learner.lam, "status": "not computed"})
@@ -111,7 +114,8 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
                    "rank_fraction": r.rank_fraction, "stderr": dict(r.mc_stderr or {}),
                    "vhat_jump_share": r.vhat_jump_share, "seconds": r.seconds,
                    "prox_branch": r.prox_branch, "prox_branch_split": r.prox_branch_split,
-                   "method": r.method, "paper": to_paper_columns(r, p.alpha)}
+                   "mc_convergence": r.mc_convergence, "method": r.method,
+                   "paper": to_paper_columns(r, p.alpha)}
             store.write(key, row)
         # continue from a converged point; the lam = 0 interpolator (V infinite) is no start
         if row["status"] == "converged" and all(
@@ -126,20 +130,22 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
 
 def _curve_task(problems: list[Problem], checkpoint: str, mc_log2n: int,
                 max_iter: int, saved_only: bool = False,
-                prox_branch: str = "global") -> list[dict]:
+                prox_branch: str = "global", fresh_average: str = "stall") -> list[dict]:
     return se_curve(problems, Path(checkpoint), mc_log2n, max_iter=max_iter,
-                    saved_only=saved_only, prox_branch=prox_branch)
+                    saved_only=saved_only, prox_branch=prox_branch,
+                    fresh_average=fresh_average)
 
 
 def _run_curves(curves: dict[str, list[Problem]], out: Path, mc_log2n: int, workers: int,
                 progress: Callable[[Iterable, int], Iterable] | None,
                 max_iter: int = 500, saved_only: bool = False,
-                prox_branch: str = "global") -> dict[str, list[dict]]:
+                prox_branch: str = "global",
+                fresh_average: str = "stall") -> dict[str, list[dict]]:
     from ..runner import run_tasks
 
     names = list(curves)
     tasks = [(curves[n], str(out / f"points_{n}.json"), mc_log2n, max_iter, saved_only,
-              prox_branch) for n in names]
+              prox_branch, fresh_average) for n in names]
     return dict(zip(names, run_tasks(_curve_task, tasks, workers=workers, progress=progress)))
 
 
@@ -351,6 +357,33 @@ def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0) -> None:
         ax.plot(a[lonely], v[lonely], "o", ms=3.5, color=color, mfc="none")
 
 
+def _vs_table(rows: list[dict], table: dict[str, np.ndarray]) -> dict:
+    """The engine's noisy test error along a curve against their SE table's ``test`` column
+    (linear interpolation between their dense rows) at every converged engine point inside
+    the table's range: z = difference / sqrt(engine's error^2 + their row scatter^2), their
+    row scatter the spread of their column around a quadratic over 11 rows
+    (:func:`amp_attention.paper.row_scatter`); median and largest |z|, points beyond 3."""
+    from ..paper import row_scatter
+
+    ta, tt = np.asarray(table["alpha"], float), np.asarray(table["test"], float)
+    trows = [{"alpha": a, "test": t} for a, t in zip(ta, tt)]
+    zs, diffs = [], []
+    for r in rows:
+        if r["status"] != "converged" or not (ta[0] <= r["alpha"] <= ta[-1]):
+            continue
+        i = int(np.argmin(np.abs(ta - r["alpha"])))
+        theirs = float(np.interp(r["alpha"], ta, tt))
+        err = math.hypot(as_float((r.get("stderr") or {}).get("test_error_noisy")),
+                         row_scatter(trows, i, "test"))
+        diffs.append(r["test_error_noisy"] - theirs)
+        zs.append(diffs[-1] / err if err > 0 else math.inf)
+    if not zs:
+        return {}
+    az = np.abs(zs)
+    return {"n": len(zs), "median_diff": float(np.median(diffs)), "median_abs_z": float(np.median(az)),
+            "max_abs_z": float(np.max(az)), "beyond_3": int(np.sum(az > 3))}
+
+
 def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             progress=None, max_iter: int = 500, saved_only: bool = False,
             prox_branch: str = "teacher") -> dict:
@@ -368,11 +401,14 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     for br in branches:
         curves = {f"fig2_lreg_{lr:g}_{br}": [PaperSetting(float(a), lr).problem() for a in alphas]
                   for lr in lregs}
+        # every point without a convexity certificate as the fresh-draw average: near the
+        # band the common-draws fixed points scatter over seeds up to 2x their error bars
         theory.update(_run_curves(curves, out, mc_log2n, workers, progress, max_iter,
-                                  saved_only, br))
+                                  saved_only, br, "always"))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.0, 4.2))
     colors = [*plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS))), "black"]
-    summary = {}
+    summary: dict = {}
+    vs_tables: dict = {}
     for lr, c in zip(lregs, colors):
         label = (f"$\\lambda$ = {lr:g}" if lr > 0 else r"$\lambda \to 0^+$")
         for br in branches:
@@ -394,6 +430,9 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
                                               gd["test_err_std"])
         se = read_table(root, f"data/SE/SE_kappa_0.5_lreg_{lr:g}_noise_0.5.csv".replace(
             "lreg_0_", "lreg_0.0_"))  # their lambda = 0 file is named 0.0
+        for br in branches:
+            vs_tables.setdefault(br, {})[f"{lr:g}"] = _vs_table(
+                theory[f"fig2_lreg_{lr:g}_{br}"], se)
         ax1.plot(se["alpha"], se["test"], color=c, lw=0.8, ls=":")
         ax2.plot(se["alpha"], np.where(se["train"] > 0, se["train"], np.nan), color=c,
                  lw=0.8, ls=":")
@@ -426,7 +465,8 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
                 f"engine SE ({what[prox_branch]}; bands $\\pm$ 2 s.e.)",
                 legend_from=ax1, legend_columns=3)
     return {"figure": 2, "png": str(path), "alpha_interp": interp.alpha,
-            "prox_branch": prox_branch, "test_vs_adam": summary, "theory": theory}
+            "prox_branch": prox_branch, "test_vs_adam": summary,
+            "test_vs_their_tables": vs_tables, "theory": theory}
 
 
 def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The engine's SE fixed points at the rows of the authors' SE tables (issue 30, item 4).
 
     python benchmarks/paper/se_tables.py [--every 16] [--log2n 14] [--files lreg_0.01_,lreg_0.002_]
+                                         [--first 0] [--last 127] [--prox-branch teacher]
                                          [--out runs/paper_se.json]
     python benchmarks/paper/se_tables.py --summary runs/paper_se*.json
 
@@ -50,12 +51,14 @@ COLUMNS = ("m", "q", "sigma", "test", "train")
 def solve(args) -> None:
     tables = json.loads((ROOT / "tests/data/paper_tables.json").read_text())["tables"]
     done = json.loads(args.out.read_text()) if args.out.exists() else {}
-    mc = MonteCarloOptions(log2_n=args.log2n, coarse_log2_n=min(10, args.log2n))
+    mc = MonteCarloOptions(log2_n=args.log2n, coarse_log2_n=min(10, args.log2n),
+                           prox_branch=args.prox_branch)
     files = [f for f in FILES if not args.files or any(x in f for x in args.files.split(","))]
     for path in files:
         t = tables[path]
         p = setting_from_filename(path)
-        for i in range(args.first, len(t["rows"]), args.every):
+        last = len(t["rows"]) if args.last is None else min(args.last + 1, len(t["rows"]))
+        for i in range(args.first, last, args.every):
             key = f"{path}#{i}"
             if key in done:
                 continue
@@ -66,7 +69,9 @@ def solve(args) -> None:
             r = solve_state_evolution(s.problem(), mc=mc, max_iter=args.max_iter)
             done[key] = {"paper": row, "engine": to_paper_columns(r, row["alpha"]),
                          "status": r.status.value, "seconds": r.seconds,
-                         "mc_stderr": r.mc_stderr, "log2_n": args.log2n}
+                         "mc_stderr": r.mc_stderr, "log2_n": args.log2n,
+                         "prox_branch": r.prox_branch, "prox_branch_split": r.prox_branch_split,
+                         "method": r.method}
             atomic_write_json(args.out, done)
             print(key, r.status.value, round(r.seconds, 1), flush=True)
 
@@ -124,6 +129,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--every", type=int, default=16)
     ap.add_argument("--first", type=int, default=0, help="first row index")
+    ap.add_argument("--last", type=int, default=None, help="last row index (default: the end)")
+    ap.add_argument("--prox-branch", choices=("teacher", "global"), default="teacher",
+                    help="the SE's prox branch (docs/theory.md 16.8; default: teacher, the "
+                         "authors' convention)")
     ap.add_argument("--log2n", type=int, default=14)
     ap.add_argument("--max-iter", type=int, default=500,
                     help="fixed-point iterations per level (a row that does not converge is "
