@@ -456,6 +456,10 @@ NOISY_STALL_AFTER = 40
 #: the coarse level's smoothed Newton only starts the fine one: accepted within one of its
 #: own standard errors
 COARSE_NOISY_ACCEPT = 1.0
+#: a start of the fresh-draw average whose relative residual on the common draws exceeds
+#: this is first brought closer by smoothed Newton there (the average's Newton steps on
+#: single noisy draws can walk from a far start into the domain's boundary)
+FAR_START = 0.05
 
 
 #: quasi-Newton iterations a continued coarse solve (:func:`solve_coarse_level` with a
@@ -601,6 +605,15 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             # draws instead (the exact map E[T] is smooth; docs/theory.md 16.9), with the
             # slope of the common-draws map at a wide step
             x_start = start
+            if relative_residual(start, np.asarray(se(start), dtype=float)) > FAR_START:
+                # far from the fixed point (e.g. the coarse level went astray): smoothed
+                # Newton on the common draws first, which tracks its best point
+                rn = solve_noisy_fixed_point(se, start,
+                                             lambda x, J: fixed_point_stderr(se, x, J),
+                                             valid=se.valid, max_steps=10,
+                                             accept=COARSE_NOISY_ACCEPT)
+                if np.all(np.isfinite(rn.x)) and se.valid(rn.x):
+                    start = rn.x
             ra = _averaged_solve(se, start, kw.get("monitor"))
             if ra is not None:
                 if ra.converged:
