@@ -94,11 +94,11 @@ def central_jacobian(T: Callable[[np.ndarray], np.ndarray], x: np.ndarray, rel_s
     return np.column_stack(cols)
 
 
-def _limited(x: np.ndarray, dx: np.ndarray) -> np.ndarray:
-    """dx scaled so that no component moves by more than MAX_RELATIVE_STEP of its size."""
+def _limited(x: np.ndarray, dx: np.ndarray, limit: float = MAX_RELATIVE_STEP) -> np.ndarray:
+    """dx scaled so that no component moves by more than ``limit`` of its size."""
     scale = np.maximum(np.abs(x), 1e-2)
     worst = float(np.max(np.abs(dx) / scale))
-    return dx if worst <= MAX_RELATIVE_STEP else dx * (MAX_RELATIVE_STEP / worst)
+    return dx if worst <= limit else dx * (limit / worst)
 
 
 def solve_noisy_fixed_point(
@@ -242,6 +242,14 @@ BURN_IN = 4
 AVERAGED = 16
 #: batches of the batch-means error of the average
 BATCHES = 4
+#: gain of the averaged solve's Newton steps: below 1 the iterates stay closer to the fixed
+#: point (their spread is sqrt(GAIN / (2 - GAIN)) of a full step's: 0.58 at 0.5) and see
+#: less of the map's curvature, at the same error of their mean (Polyak-Ruppert averaging)
+GAIN = 0.5
+#: a step of the averaged solve moves no component by more than this share of its size: one
+#: draw's noise amplified by an ill-conditioned (I - J)^-1 must not throw the iterate out
+#: of the region where J holds (a full 50 % step walked the band point to q = 57)
+AVERAGED_STEP = 0.1
 #: the two halves' means may differ by at most this many combined standard errors
 DRIFT_LIMIT = 3.0
 #: rounds of the averaged solve before a still-drifting sequence is reported as such
@@ -254,22 +262,29 @@ MAX_STUCK = 3
 MAX_RELATIVE_ERROR = 0.1
 
 
-def _stationary(X: np.ndarray) -> tuple[bool, float, np.ndarray, float]:
+def _stationary(X: np.ndarray, rho: float | None = None) -> tuple[bool, float, np.ndarray, float]:
     """(stationary, drift in standard errors, standard error of the mean, largest relative
-    error) of iterates X (rows).  The per-iterate noise is taken from successive differences
-    (sigma_1 = std(diff) / sqrt 2), which a slow drift does not inflate -- a batch-means
-    error would, and would let a drifting sequence pass its own halves test; the halves'
-    means must agree within DRIFT_LIMIT times sigma_1 sqrt(4 / K).  The reported error is the
-    larger of the batch-means error over BATCHES batches and sigma_1 / sqrt(K) (positively
-    correlated iterates: batch means; independent ones: sigma_1)."""
+    error) of iterates X (rows) of the averaged solve at gain GAIN.  Near the fixed point the
+    iterates follow x_(k+1) - x* = rho (x_k - x*) + GAIN e_k with rho = 1 - GAIN (an AR(1)
+    process), so the iterates' spread sigma follows from successive differences,
+    Var(diff) = 2 (1 - rho) sigma^2 -- which a slow drift does not inflate, unlike a
+    batch-means error, which would let a drifting sequence pass its own halves test -- and a
+    mean over K iterates has the error sigma sqrt((1 + rho) / ((1 - rho) K)).  The halves'
+    means must agree within DRIFT_LIMIT of their difference's error.  The reported error is
+    the larger of that and the batch-means error over BATCHES batches (an inexact J changes
+    rho; batch means see it)."""
     K = len(X)
     xbar = X.mean(axis=0)
-    sigma1 = np.std(np.diff(X, axis=0), axis=0, ddof=1) / math.sqrt(2.0)
+    if rho is None:
+        rho = 1.0 - GAIN
+    sigma = np.std(np.diff(X, axis=0), axis=0, ddof=1) / math.sqrt(2.0 * (1.0 - rho))
+    inflate = math.sqrt((1.0 + rho) / (1.0 - rho))
     batch = X[: K - K % BATCHES].reshape(BATCHES, -1, X.shape[1]).mean(axis=1)
-    stderr = np.maximum(batch.std(axis=0, ddof=1) / math.sqrt(BATCHES), sigma1 / math.sqrt(K))
+    stderr = np.maximum(batch.std(axis=0, ddof=1) / math.sqrt(BATCHES),
+                        sigma * inflate / math.sqrt(K))
     half = K // 2
     diff = np.abs(X[:half].mean(axis=0) - X[half:].mean(axis=0))
-    drift = float(np.max(diff / np.maximum(sigma1 * math.sqrt(4.0 / K), 1e-300)))
+    drift = float(np.max(diff / np.maximum(sigma * inflate * math.sqrt(4.0 / K), 1e-300)))
     rel = float(np.max(stderr / np.maximum(np.abs(xbar), 1e-12)))
     return drift <= DRIFT_LIMIT and rel <= MAX_RELATIVE_ERROR, drift, stderr, rel
 
@@ -282,6 +297,8 @@ def solve_averaged_fresh(
     n_average: int = AVERAGED,
     burn_in: int = BURN_IN,
     rounds: int = ROUNDS,
+    gain: float = GAIN,
+    rho: float | None = None,
     rtol: float | None = None,
     max_average: int = 256,
     rejacobian: Callable[[np.ndarray], np.ndarray | None] | None = None,
@@ -294,7 +311,7 @@ def solve_averaged_fresh(
     scramblings): each ``T_k`` is an unbiased estimate of the exact, smooth map, so the jumps
     of a common-random-numbers map never enter.  The iteration
 
-        x_(k+1) = x_k + (I - J)^-1 (T_k(x_k) - x_k)
+        x_(k+1) = x_k + GAIN (I - J)^-1 (T_k(x_k) - x_k)
 
     with ``jacobian`` J a smoothed estimate of dE[T]/dx (:func:`central_jacobian` at a wide
     step) is Newton's where J is exact: x_(k+1) - x* = (I - J)^-1 e_k + O(|x_k - x*|^2), the
@@ -308,6 +325,10 @@ def solve_averaged_fresh(
     error is below MAX_RELATIVE_ERROR).  Otherwise the next round starts from the last
     iterate, with J recomputed there by ``rejacobian`` (if given), up to ``rounds`` rounds:
     a sequence still drifting then is reported as not converged.
+
+    ``gain`` and ``rho``: the step's gain and the iterates' correlation the stationarity test
+    assumes (default 1 - gain, Newton's with an exact J); a plain fresh-draw Picard iteration
+    (J = 0, gain 1) has the map's own contraction there (the largest |eigenvalue| of dT/dx).
 
     ``rtol``: once a round is stationary, iterates are added (``n_average`` at a time, the
     same J) until the mean's relative standard error in the first two components (m and q:
@@ -341,7 +362,7 @@ def solve_averaged_fresh(
                     history.append(relative_residual(x, tx))
                     if monitor is not None:
                         monitor(k, history[-1])
-                    dx = _limited(x, np.linalg.solve(A, tx - x))
+                    dx = _limited(x, gain * np.linalg.solve(A, tx - x), AVERAGED_STEP)
                     for _ in range(11):
                         if valid is None or valid(x + dx):
                             x = x + dx
@@ -357,18 +378,19 @@ def solve_averaged_fresh(
 
             advance(burn_in + n_average, burn_in)
             X = np.array(kept)
-            ok, drift, stderr, rel = _stationary(X)
+            ok, drift, stderr, rel = _stationary(X, rho)
             while (ok and rtol is not None and len(kept) + n_average <= max_average
                    and float(np.max(stderr[:2] / np.maximum(np.abs(X.mean(axis=0)[:2]),
                                                             1e-12))) > rtol):
                 advance(n_average, 0)
                 X = np.array(kept)
-                ok, drift, stderr, rel = _stationary(X)
+                ok, drift, stderr, rel = _stationary(X, rho)
             if ok:
                 return AveragedReport(
                     x=X.mean(axis=0), iterations=k, residual=float(history[-1]),
                     history=tuple(history), success=True, status=Status.CONVERGED,
-                    message=(f"averaged {len(X)} Newton iterates on fresh Monte-Carlo draws "
+                    message=(f"averaged {len(X)} {'Picard' if not np.any(J) else 'Newton'} "
+                             f"iterates on fresh Monte-Carlo draws "
                              f"(round {rnd + 1}, {burn_in} discarded first); halves agree "
                              f"within {drift:.2g} standard errors"),
                     mc_distance=0.0, evaluations=k, jacobian=J, averaged=True,
