@@ -71,14 +71,14 @@ def fit(ds, means, sems, power: float) -> tuple[float, float, float]:
     return float(coef[0]), float(np.sqrt(cov[0, 0])), chi2
 
 
-def report(store: CheckpointFile, name: str) -> dict:
+def report(store: CheckpointFile, se_store: CheckpointFile, name: str) -> dict:
     """Per field: the mean and standard error of the runs at each d, the 1/d and 1/sqrt(d)
     extrapolations to d -> infinity, and both branches' SE (with their Monte-Carlo errors),
     with the distance of each extrapolation from each branch in combined errors."""
     import math
     import statistics
 
-    recs = store.records()
+    recs = {**store.records(), **se_store.records()}
     by_d: dict[int, list[dict]] = {}
     for key, rec in recs.items():
         if key.startswith("d="):
@@ -128,10 +128,13 @@ def main() -> int:
         ap.error("--seeds needs one count per --ds entry")
     args.out.mkdir(parents=True, exist_ok=True)
     stores = {k: CheckpointFile(args.out / f"{k}.json") for k in args.points}
+    # the SE records in files of their own: one writer per checkpoint file (an SE run beside
+    # the Adam runs would otherwise rewrite the file the Adam process keeps in memory)
+    se_stores = {k: CheckpointFile(args.out / f"{k}_se.json") for k in args.points}
     if args.report:
         from amp_attention.files import atomic_write_json
 
-        summary = {k: report(stores[k], k) for k in args.points}
+        summary = {k: report(stores[k], se_stores[k], k) for k in args.points}
         for k, rep in summary.items():
             print(f"== {k}: d {rep['ds']} runs {rep['runs']}")
             for f, row in rep["fields"].items():
@@ -153,9 +156,10 @@ def main() -> int:
         for k in args.points:
             for branch in ("global", "teacher"):
                 key = f"se,{branch},2^{args.se_log2n}"
-                if stores[k].read(key) is None:
-                    stores[k].write(key, se_record(POINTS[k].problem(), branch, args.se_log2n))
-                    print(k, key, stores[k].read(key), flush=True)
+                if se_stores[k].read(key) is None:
+                    se_stores[k].write(key, se_record(POINTS[k].problem(), branch,
+                                                      args.se_log2n))
+                    print(k, key, se_stores[k].read(key), flush=True)
     for d, n_seeds in zip(args.ds, args.seeds):
         for seed in range(n_seeds):
             for k in args.points:
