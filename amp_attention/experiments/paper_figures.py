@@ -459,10 +459,11 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     ax2.set_yscale("log")
     ax2.set_ylim(1e-6, 0.05)
     path = out / "figure2.png"
-    what = {"teacher": "descent from the teacher's logits (the paper's SE)",
-            "global": "global minimiser", "both": "teacher branch solid, global dashed"}
+    what = {"teacher": "engine SE, teacher branch (the paper's prox)",
+            "global": "engine SE, global minimiser",
+            "both": "engine SE, teacher branch solid, global minimiser dashed"}
     save_figure(fig, path, r"Figure 2: softmax, L = 2, $\kappa_0$ = 0.5, $\Delta$ = 0.5 (logit); "
-                f"engine SE ({what[prox_branch]}; bands $\\pm$ 2 s.e.)",
+                f"{what[prox_branch]}; bands $\\pm$ 2 s.e.",
                 legend_from=ax1, legend_columns=3)
     return {"figure": 2, "png": str(path), "alpha_interp": interp.alpha,
             "prox_branch": prox_branch, "test_vs_adam": summary,
