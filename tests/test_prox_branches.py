@@ -155,3 +155,19 @@ def test_global_branch_reports_the_split_at_the_band_state() -> None:
     teach.se(m, q, V, Q0, alpha)
     assert 0.001 < split < 0.05
     assert split == teach.last_branch_split
+
+
+def test_phase_diagram_records_the_branch(tmp_path) -> None:
+    """A 2 x 1 softmax diagram in the teacher branch (well away from the band: the same
+    numbers as the global one) records the branch in its plan."""
+    from amp_attention.cli import main
+
+    out = tmp_path / "pd"
+    rc = main(["phase-diagram", "--channel", "softmax", "--L", "2", "--noise", "0.5",
+               "--noise-at", "logit_goe", "--alpha-range", "0.3", "0.5", "2", "--lam-range",
+               "0.05", "0.05", "1", "--mc-log2n", "8", "--mc-coarse-log2n", "6",
+               "--mc-test-log2n", "8", "--mc-step-log2n", "8", "--workers", "0",
+               "--prox-branch", "teacher", "--out", str(out)])
+    assert rc == 0
+    meta = json.loads((out / "phase_diagram.json").read_text())
+    assert json.dumps(meta).count('"prox_branch": "teacher"') >= 1
