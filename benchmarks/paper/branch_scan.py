@@ -2,7 +2,7 @@
 of the paper's small-lambda peak (docs/theory.md 16.8, docs/validation.md "Which branch").
 
     python benchmarks/paper/branch_scan.py [--points beta2 lreg1e-4] [--ds 32 64 128 192]
-        [--seeds 4 4 4 2] [--out runs/branch_scan]
+        [--seeds 4 4 4 2] [--out benchmarks/data/branch_scan]
 
 Points (softmax L = 2, kappa0 0.5, logit_goe Delta 0.5, lam = lreg / 2):
   beta2     beta 2, lreg 0.01, alpha 0.45 (Figure 5's gap);
@@ -119,7 +119,9 @@ def main() -> int:
                     help="seeds per d (one number per --ds entry)")
     ap.add_argument("--se", action="store_true", help="also solve both branches' SE")
     ap.add_argument("--se-log2n", type=int, default=13)
-    ap.add_argument("--out", type=Path, default=ROOT / "runs" / "branch_scan")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "data" / "branch_scan",
+                    help="checkpoint folder (default: the committed record, so that a new "
+                         "checkout resumes the scan)")
     ap.add_argument("--report", action="store_true",
                     help="run nothing: fit what is saved (1/d and 1/sqrt(d)) against both "
                          "branches, print it and write OUT/summary.json")
