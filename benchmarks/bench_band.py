@@ -20,17 +20,14 @@ run through ``amp_attention.cli.main`` in this process after a warm-up, at ``--m
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import sys
 
-from bench_softmax import calibration, cli, rel_test_error
+from bench_softmax import calibration, se_point
 from machine import describe, load, neighbour
 
-from amp_attention.solvers.channel_integrals import clear_draw_memo
 
-PAPER = ["se", "--channel", "softmax", "--L", "2", "--kappa0", "0.5", "--noise", "0.5",
-         "--noise-at", "logit_goe", "--json"]
+#: the paper's setting (besides se --channel softmax --json, bench_softmax.se_point's own)
+PAPER = ["--L", "2", "--kappa0", "0.5", "--noise", "0.5", "--noise-at", "logit_goe"]
 POINTS = {
     "band (lreg 1e-4, alpha 0.2484, teacher)": (["--lam", "5e-05", "--alpha", "0.2484",
                                                   "--prox-branch", "teacher"], 20.0, 1e-2),
@@ -38,25 +35,12 @@ POINTS = {
 }
 
 
-def point(extra: list[str], runs: int) -> tuple[float, float, dict]:
-    """(median seconds, rms relative error of test_error_noisy, first run's JSON)."""
-    times, errors, first = [], [], {}
-    for k in range(runs):
-        clear_draw_memo()
-        dt, out = cli([*PAPER, *extra, "--mc-seed", str(k)])
-        res = json.loads(out.splitlines()[0])
-        times.append(dt)
-        errors.append(res["mc_stderr"]["test_error_noisy"] / res["test_error_noisy"])
-        first = first or res
-    return statistics.median(times), rel_test_error(errors), first
-
-
 def run(label: str, runs: int) -> None:
     print(f"\n== {label}: {describe()}; {load()}", flush=True)
-    cli([*PAPER, "--lam", "0.005", "--alpha", "0.248"])  # warm-up: Numba caches
+    se_point([*PAPER, "--lam", "0.005", "--alpha", "0.248"], 1)  # warm-up: Numba caches
     for name, (extra, t_target, e_target) in POINTS.items():
         C = calibration()
-        t, e, r = point(extra, runs)
+        t, e, r = se_point([*PAPER, *extra], runs, "test_error_noisy")
         print(f"{name}: {t:.1f} s = {t / C:.1f} C (target <= {t_target:g} C; C = {C:.3f} s); "
               f"rel. MC error of the noisy test error {e:.1e} (target <= {e_target:g}); "
               f"test {r['test_error_noisy']:.4f}, status {r['status']}; "

@@ -93,9 +93,9 @@ def cli(argv: list[str]) -> tuple[float, str]:
     return dt, buf.getvalue()
 
 
-def se_point(extra: list[str], runs: int) -> tuple[float, float, dict]:
-    """(median seconds, rel_test_error over the runs, the first run's JSON result with
-    ``scatter``: the relative seed-to-seed standard deviation of the runs' test errors) of
+def se_point(extra: list[str], runs: int, field: str = "test_error") -> tuple[float, float, dict]:
+    """(median seconds, rel_test_error of ``field`` over the runs, the first run's JSON result
+    with ``scatter``: the relative seed-to-seed standard deviation of the runs' ``field``) of
     ``se --channel softmax --json EXTRA --mc-seed k``, k = 0 .. runs - 1."""
     times, errors, values, first = [], [], [], {}
     for k in range(runs):
@@ -103,8 +103,8 @@ def se_point(extra: list[str], runs: int) -> tuple[float, float, dict]:
         dt, out = cli(["se", "--channel", "softmax", "--json", *extra, "--mc-seed", str(k)])
         times.append(dt)
         res = json.loads(out.splitlines()[0])
-        errors.append(res["mc_stderr"]["test_error"] / res["test_error"])
-        values.append(res["test_error"])
+        errors.append(res["mc_stderr"][field] / res[field])
+        values.append(res[field])
         first = first or res
     scatter = statistics.stdev(values) / statistics.fmean(values) if runs > 1 else math.nan
     return statistics.median(times), rel_test_error(errors), {**first, "scatter": scatter}

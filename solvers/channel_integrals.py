@@ -60,7 +60,7 @@ from scipy.special import ndtri
 
 from amp_attention._channel_kernels import stein_traces, threaded_tasks
 from amp_attention.channels.branches import check_prox_branch, teacher_branch
-from amp_attention.channels.base import (ChannelSE, ProxBatch, optional_member, overlap_split,
+from amp_attention.channels.base import (ChannelSE, optional_member, overlap_split,
                                          stein_available)
 
 SE_FIELDS = ("m_hat", "q_hat", "V_hat", "train_error", "test_error", "loss_per_sample",
@@ -579,7 +579,7 @@ class MonteCarloChannel:
                 self.n_warm_fallback += int(bad.size)
                 redo = (bad[:, None] * n + np.arange(n)).reshape(-1)
                 fix = ch.prox_batch(y[redo], omega[redo], V)
-                px = _with_rows(px, redo, fix)
+                px = px.with_rows(redo, fix)
         if px is None:
             px = ch.prox_batch(y, omega, V)
         self._ends = px.ends if self.warm_start else None
@@ -1033,17 +1033,3 @@ class MonteCarloChannel:
         out = ChannelSE(*(float(v) for v in mean))
         self._cache = (key, out, dict(self.last_stderr), per, forms, self.last_branch_split)
         return out
-
-
-def _with_rows(px, rows: np.ndarray, fix) -> "ProxBatch":
-    """``px`` with the given rows replaced by those of ``fix`` (a prox of those rows)."""
-    fields = {}
-    for name in ("uhat", "g_out", "trace_term", "objective", "failed", "ends"):
-        a, b = getattr(px, name), getattr(fix, name)
-        if a is None or b is None:
-            fields[name] = None
-            continue
-        a = np.array(a, copy=True)
-        a[rows] = b
-        fields[name] = a
-    return ProxBatch(**fields, n_failed=int(np.count_nonzero(fields["failed"])))

@@ -4,29 +4,33 @@ where the prox minimiser jumps (docs/theory.md 16.9).
 Under common random numbers the Monte-Carlo SE map ``T`` is a deterministic function of
 x = (m, q, V), but where the channel's prox has competing minima it is a finite sum of
 functions that jump as x moves: ``T = T_smooth + (jumps of size O(1/N))``, and ``T_smooth``
-is itself known only to its Monte-Carlo error.  Two things then break the solvers of
+is itself known only to its Monte-Carlo error.  Three things then break the solvers of
 :mod:`.fixed_point`:
 
 * a Jacobian by finite differences at a small step (1e-3 relative) measures the jumps, not
-  the slope (at softmax L = 2, lam 5e-5, alpha 0.25 it has an eigenvalue ~6 where the
-  smoothed slope's is 1.13), so quasi-Newton steps built on it go astray;
-* the fixed point can be repulsive for the plain iteration (an eigenvalue of dT/dx above
-  1 there: no damping makes Picard converge), so Anderson and Picard wander at a residual
-  of 1e-3 - 1e-1 for hundreds of iterations;
+  the slope (at softmax L = 2, lam 5e-5, alpha 0.25 it has an eigenvalue ~6 where a 3 %
+  central difference at 2^13 samples gives 0.90 +- 0.08 i), so quasi-Newton steps built
+  on it go astray;
+* the fixed point is badly conditioned (eigenvalues of dT/dx near 1: (I - J)^-1 amplifies
+  the map's error about tenfold, and estimates of the slope at 2^11 scatter across 1), so
+  Anderson and Picard on the common draws wander at a residual of 1e-3 - 1e-1 for hundreds
+  of iterations;
 * a residual target of 1e-7 is meaningless: below the Monte-Carlo error the fixed point
   of this map is not better defined than the map.
 
-The rule here: Newton steps ``x <- x + (I - J)^-1 (T(x) - x)`` with ``J`` from central
-differences at a step (``rel_step``, 1e-2 relative) wide enough to average over many jumps
-and narrow enough for the curvature (the slope's error from the jumps falls like
+Two solvers here.  :func:`solve_noisy_fixed_point`: Newton steps
+``x <- x + (I - J)^-1 (T(x) - x)`` on the common draws, with ``J`` from central differences
+at a step (``rel_step``, 3 % relative) wide enough to average over many jumps and narrow
+enough for the curvature (the slope's error from the jumps falls like
 ``(N rel_step)^-1/2``), recomputed whenever the iterate has moved by more than a few steps;
-acceptance when the remaining Newton distance ``(I - J)^-1 (T(x) - x)`` is at most
-``accept`` (default 0.25) times the fixed point's own Monte-Carlo standard error in every
-component (``stderr(x, J)``, the replica errors propagated through the fixed point): the
-bias left is then a quarter of the error bar and adds 3 % to it in quadrature.  When the
-distances stop falling (the map's jumps move the Newton target by about the accepted
-distance), the iterates of the frozen-Jacobian steps are averaged and the average is
-tested instead.  The report states the distance against the error (``mc_distance``).
+accepted when the remaining Newton distance ``(I - J)^-1 (T(x) - x)`` is at most ``accept``
+times the fixed point's own Monte-Carlo standard error in every component (``stderr(x,
+J)``); where the distances stop falling, frozen-Jacobian iterates are averaged and the
+average tested.  The SE uses it for a start (on the coarse level, and on the fine level
+from a far start).  :func:`solve_averaged_fresh`: the fixed point of the exact, smooth mean
+map as the average of iterates on fresh draws (Picard, or Newton at a gain below 1),
+accepted where the iterates are stationary, with its error by batch means; the report
+states it (``stderr``, ``drift``).
 """
 
 from __future__ import annotations

@@ -37,8 +37,8 @@ from amp_attention.targets import DiscreteMeasure, target_measure
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
 from .noisy_fixed_point import REL_STEP as NOISY_REL_STEP
-from .noisy_fixed_point import (AveragedReport, NoisyFixedPointReport, central_jacobian,
-                                solve_averaged_fresh, solve_noisy_fixed_point)
+from .noisy_fixed_point import (AveragedReport, central_jacobian, solve_averaged_fresh,
+                                solve_noisy_fixed_point)
 from .predicted_spectrum import PredictedSpectrum
 from .se_driver import SOLVER_OPTIONS, choose_and_compare, reported_start_fields, start_names
 
@@ -147,8 +147,7 @@ class SEResult(Result):
     #: jumps) and the fixed point was accepted by the Monte-Carlo rule (docs/theory.md 16.9):
     #: {"rule": "fresh-draw average", "iterates", "drift" (the halves' difference in
     #: combined standard errors, accepted <= 3), "relative_error" (of the mean, largest of
-    #: m, q, V, accepted <= 0.1)} or {"rule": "smoothed Newton", "distance" (the remaining
-    #: Newton distance in standard errors)}; None where the ordinary residual rule accepted it
+    #: m, q, V, accepted <= 0.1)}; None where the ordinary residual rule accepted it
     mc_convergence: dict[str, Any] | None = None
     spectrum: PredictedSpectrum | None = field(default=None, repr=False)
 
@@ -211,9 +210,10 @@ class MonteCarloOptions:
     #: minimiser reached by descent from the teacher's logits u*: the paper's convention);
     #: where the prox has one minimiser both give the same numbers, bit for bit
     prox_branch: str = "global"
-    #: where the prox minimiser jumps and the common-random-numbers iteration stalls: Newton
-    #: iterates on this many fresh draws of 2^log2_n x replicas samples are averaged
-    #: (docs/theory.md 16.9); their error falls like 1/sqrt of it
+    #: where the prox minimiser jumps and the common-random-numbers iteration stalls: iterates
+    #: on fresh draws of 2^log2_n x replicas samples are averaged (docs/theory.md 16.9; Picard
+    #: in batches of 64, or Newton in batches of this many); their error falls like 1/sqrt
+    #: of their number
     averaged_iterations: int = 16
     #: ... and more of them (averaged_iterations at a time, up to averaged_max) until the mean's
     #: relative Monte-Carlo error in m and q is at most this (None: averaged_iterations only)
@@ -443,7 +443,7 @@ def _coarse_solve(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: i
     coarse = se.coarse()
     if coarse is None:
         return None
-    kw.setdefault("stall_after", NOISY_STALL_AFTER if _noisy_rule_applies(se) else None)
+    kw.setdefault("stall_after", _stall_after(se))
     return coarse, solve_fixed_point(coarse, x0, valid=coarse.valid, tol=max(tol, COARSE_TOL),
                                      max_iter=max_iter, **kw)
 
@@ -591,13 +591,13 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
         if not rc.converged:
             # the coarse level's own smoothed Newton, from its best point: cheap evaluations
             # that bring the fine level's start within a few of its errors
-            c_start = _best_start(coarse, (rc.x, x0))
+            c_start, _ = _best_start(coarse, (rc.x, x0))
             if c_start is not None:
                 rcn = solve_noisy_fixed_point(
                     coarse, c_start, lambda x, J: fixed_point_stderr(coarse, x, J),
                     valid=coarse.valid, accept=COARSE_NOISY_ACCEPT)
                 candidates.insert(0, rcn.x)
-        start = _best_start(se, candidates)
+        start, start_res = _best_start(se, candidates)
         if start is not None:
             # the common-random-numbers fixed point is only as good as one sample set, and
             # where the prox jumps its error is large (the map's error amplified ~10x by
@@ -605,7 +605,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             # draws instead (the exact map E[T] is smooth; docs/theory.md 16.9), with the
             # slope of the common-draws map at a wide step
             x_start = start
-            if relative_residual(start, np.asarray(se(start), dtype=float)) > FAR_START:
+            if start_res > FAR_START:
                 # far from the fixed point (e.g. the coarse level went astray): smoothed
                 # Newton on the common draws first, which tracks its best point
                 rn = solve_noisy_fixed_point(se, start,
@@ -621,7 +621,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
                 # the plain iterations stalled before and would again: report this
                 return ra, None, rc.iterations
     # iterate on the full sample set
-    kw.setdefault("stall_after", NOISY_STALL_AFTER if _noisy_rule_applies(se) else None)
+    kw.setdefault("stall_after", _stall_after(se))
     rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
     return rf, None, rc.iterations
 
@@ -653,8 +653,6 @@ def _mc_convergence(rep) -> dict[str, Any] | None:
         rel = np.asarray(rep.stderr) / np.maximum(np.abs(np.asarray(rep.x)), 1e-12)
         return {"rule": "fresh-draw average", "iterates": int(len(rep.iterates)),
                 "drift": float(rep.drift), "relative_error": float(np.max(rel))}
-    if isinstance(rep, NoisyFixedPointReport):
-        return {"rule": "smoothed Newton", "distance": float(rep.mc_distance)}
     return None
 
 
@@ -662,10 +660,6 @@ def _noisy_label(method: str, rep) -> str:
     """The method label of a solve, naming the Monte-Carlo rule where it accepted the point."""
     if isinstance(rep, AveragedReport) and rep.converged:
         return (f"{method}; the plain iteration stalled: {rep.message}")
-    if isinstance(rep, NoisyFixedPointReport) and rep.converged:
-        return (f"{method}; the plain iteration stalled, smoothed Newton accepted the point "
-                f"within the Monte-Carlo error ({rep.mc_distance:.2g} standard errors"
-                f"{', averaged iterates' if rep.averaged else ''})")
     return method
 
 
@@ -722,7 +716,20 @@ def _refine_always(se: StateEvolution, x: np.ndarray) -> bool:
     """MonteCarloOptions.fresh_average "always": a converged point of a non-convex channel
     whose V is above the convexity certificate is refined by the fresh-draw average."""
     return (se.mc is not None and se.mc.fresh_average == "always" and _noisy_rule_applies(se)
-            and float(x[2]) >= optional_member(se.model_channel, "convex_below_every_label"))
+            and not _prox_certified(se, float(x[2])))
+
+
+def _prox_certified(se: StateEvolution, V: float) -> bool:
+    """Whether every sample's prox objective is certified strictly convex at V, for every
+    label the channel's noise model produces (``convex_below_every_label``, docs/theory.md
+    16.5): one minimiser, no jumps, the two prox branches one map."""
+    return V < optional_member(se.model_channel, "convex_below_every_label")
+
+
+def _stall_after(se: StateEvolution) -> int | None:
+    """solve_fixed_point's stall_after for ``se``'s plain iterations: NOISY_STALL_AFTER where
+    the Monte-Carlo rule can take over, else None (the whole budget)."""
+    return NOISY_STALL_AFTER if _noisy_rule_applies(se) else None
 
 
 def _noisy_rule_applies(se: StateEvolution) -> bool:
@@ -731,8 +738,9 @@ def _noisy_rule_applies(se: StateEvolution) -> bool:
     return se.mc is not None and se.unique_fixed_point() == ""
 
 
-def _best_start(se: StateEvolution, candidates) -> np.ndarray | None:
-    """The valid candidate start of lowest relative residual on the fine map (None: none)."""
+def _best_start(se: StateEvolution, candidates) -> tuple[np.ndarray | None, float]:
+    """(the valid candidate start of lowest relative residual on ``se``'s map, that residual);
+    (None, inf) where none is valid."""
     best, best_res = None, math.inf
     for x in candidates:
         if x is None:
@@ -746,7 +754,7 @@ def _best_start(se: StateEvolution, candidates) -> np.ndarray | None:
             continue
         if res < best_res:
             best, best_res = x, res
-    return best
+    return best, best_res
 
 
 def fixed_point_stderr(se: StateEvolution, x: np.ndarray, J: np.ndarray) -> np.ndarray | None:
@@ -757,8 +765,7 @@ def fixed_point_stderr(se: StateEvolution, x: np.ndarray, J: np.ndarray) -> np.n
     reps = getattr(se.channel, "last_replicas", None)
     if reps is None or len(reps) < 2:
         return None
-    base = _observables(se, ch)[:3]
-    dev = np.array([_observables(se, ChannelSE(*map(float, row)))[:3] for row in reps]) - base
+    dev = _replica_deviations(se, ch, reps)[:, :3]
     dx = np.linalg.solve(np.eye(3) - np.asarray(J, dtype=float), dev.T).T
     return np.std(dx, axis=0, ddof=1) / math.sqrt(dx.shape[0])
 
@@ -1310,8 +1317,8 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
             out["prox_branch_split"] = se.channel.last_branch_split
         elif not se.unique_fixed_point():
             m, q, V = (float(v) for v in rep.x)
-            if V < optional_member(se.model_channel, "convex_below_every_label"):
-                out["prox_branch_split"] = 0.0  # every sample's prox is strictly convex
+            if _prox_certified(se, V):
+                out["prox_branch_split"] = 0.0
             else:
                 # no certificate of a unique minimiser: say whether the other branch would
                 # differ here (one more prox evaluation)
@@ -1468,9 +1475,16 @@ def propagated_mc_stderr(
     """
     x = np.asarray(x, dtype=float)
     ch, reps = se.reported_hats(x)
-    O0 = _observables(se, ch)
-    dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
-    return _propagate(se, x, dev, grad, "coarse-level" if grad is not None else "fine-level")
+    return _propagate(se, x, _replica_deviations(se, ch, reps), grad,
+                      "coarse-level" if grad is not None else "fine-level")
+
+
+def _replica_deviations(se: StateEvolution, ch: ChannelSE, reps: np.ndarray) -> np.ndarray:
+    """Every MC_FIELDS quantity of each replica's channel-side values ``reps`` (rows:
+    replicas, columns: SE_FIELDS) minus that of their mean ``ch``, at fixed overlaps:
+    replica r's map error e_r, the input of the delta method (R x MC_FIELDS)."""
+    return (np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps])
+            - _observables(se, ch))
 
 
 def averaged_mc_stderr(se: StateEvolution, rep: AveragedReport,
@@ -1482,9 +1496,7 @@ def averaged_mc_stderr(se: StateEvolution, rep: AveragedReport,
     (the iterates' correlations scaled to those errors) propagated by its derivative in
     (m, q, V) (``grad``, the smoothed observable Jacobian)."""
     x = np.asarray(rep.x, dtype=float)
-    ch, reps = se.reported_hats(x)
-    O0 = _observables(se, ch)
-    dev = np.array([_observables(se, ChannelSE(*map(float, row))) for row in reps]) - O0
+    dev = _replica_deviations(se, *se.reported_hats(x))
     spread = np.std(dev, axis=0, ddof=1) / math.sqrt(dev.shape[0])
     sd = np.std(rep.iterates, axis=0, ddof=1)
     corr = np.corrcoef(rep.iterates.T) if np.all(sd > 0) else np.eye(3)

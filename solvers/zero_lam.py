@@ -43,8 +43,7 @@ def zero_lam_regime(problem: Problem) -> tuple[str, float]:
     try:
         if zero_lam_theory(problem) != "trace":  # no PSD trace norm: no interpolator here
             return "se", math.nan
-        zero_loss_geometry(problem.task)
-        th = interpolation_threshold(problem)
+        th = interpolation_threshold(problem)  # ValueError: no affine zero-loss set
     except ValueError:
         return "se", math.nan
     if not th.success and not math.isinf(th.alpha):
@@ -102,7 +101,7 @@ def interpolator_overlaps(problem: Problem) -> dict:
     f = NuclearNormPSD(0.5 * t, problem.learner.kappa).functionals(target, 1.0, sigma * sigma, 1.0)
     residual = abs(G(sigma)) / (r * r * 2 * alpha * sigma * sigma)
     return {"sigma": sigma, "t": t, "m": f.m, "q": f.q, "rank_fraction": f.rank_fraction,
-            "trace_per_d": f.trace_per_d, "residual": residual, "V_over_lam": f.V}
+            "trace_per_d": f.trace_per_d, "residual": residual}
 
 
 def solve_interpolator(problem: Problem, mc=None, *, t0: float | None = None):

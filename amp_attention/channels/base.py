@@ -188,6 +188,19 @@ class ProxBatch:
     n_failed: int
     ends: np.ndarray | None = None
 
+    def with_rows(self, rows: np.ndarray, fix: "ProxBatch") -> "ProxBatch":
+        """This batch with the given rows replaced by ``fix``'s (a prox of those rows only,
+        in their order); a field ``fix`` does not carry (None) keeps this batch's rows, and
+        one this batch does not carry stays None."""
+        fields = {}
+        for name in ("uhat", "g_out", "trace_term", "objective", "failed", "ends"):
+            a, b = getattr(self, name), getattr(fix, name)
+            if a is not None and b is not None:
+                a = np.array(a, copy=True)
+                a[rows] = b
+            fields[name] = a
+        return ProxBatch(**fields, n_failed=int(np.count_nonzero(fields["failed"])))
+
 
 @dataclass(frozen=True)
 class ZeroLossGeometry:

@@ -89,15 +89,6 @@ def teacher_branch(channel, y: np.ndarray, omega: np.ndarray, V: float, ustar: n
     if not split.any():
         return global_px, split
     rows = np.flatnonzero(split)
-    uhat = np.array(global_px.uhat, copy=True)
-    uhat[rows] = U[rows]
-    gout = np.array(global_px.g_out, copy=True)
-    gout[rows] = (U[rows] - omega[rows]) / V
-    trace = np.array(global_px.trace_term, copy=True)
-    trace[rows] = _trace_terms(channel, y[rows], U[rows], V)
-    obj = np.array(global_px.objective, copy=True)
-    obj[rows] = F[rows]
-    failed = np.array(global_px.failed, copy=True)
-    failed[rows] = ~converged[rows]
-    return ProxBatch(uhat, gout, trace, obj, failed, int(np.count_nonzero(failed)),
-                     global_px.ends), split
+    fix = ProxBatch(U[rows], (U[rows] - omega[rows]) / V,
+                    _trace_terms(channel, y[rows], U[rows], V), F[rows], ~converged[rows], 0)
+    return global_px.with_rows(rows, fix), split

@@ -31,6 +31,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
+from ..channels.branches import PROX_BRANCHES
 from ..files import atomic_write_json
 from ..runner import CheckpointFile
 from ..jsonsafe import as_float
@@ -345,8 +346,7 @@ def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0) -> None:
     err = np.array([math.nan if r["status"] != "converged" else
                     as_float((r.get("stderr") or {}).get("loss" if field == "train" else key))
                     * (2.0 * r["alpha"] if field == "train" else 1.0)
-                    for r in sorted((r for r in rows if r["status"] != "not computed"),
-                                    key=lambda r: r["alpha"])], dtype=float)
+                    for r in _solved_rows(rows)], dtype=float)
     ok = np.isfinite(v) & np.isfinite(err)
     if ok.any():
         ax.fill_between(a, np.where(ok, v - scale * err, np.nan),
@@ -411,6 +411,8 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     vs_tables: dict = {}
     for lr, c in zip(lregs, colors):
         label = (f"$\\lambda$ = {lr:g}" if lr > 0 else r"$\lambda \to 0^+$")
+        gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
+        gd = read_table(root, gd_path) if (root / gd_path).exists() else None  # none at 0
         for br in branches:
             rows = theory[f"fig2_lreg_{lr:g}_{br}"]
             a, test = _curve_values(rows, "test_error_noisy")
@@ -422,12 +424,9 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             if main:
                 _band(ax1, rows, "test_error_noisy", c)
                 _band(ax2, rows, "train", c)
-                key = f"{lr:g}"
-                gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
-                if (root / gd_path).exists():
-                    gd = read_table(root, gd_path)
-                    summary[key] = _deviation(a, test, gd["alpha"], gd["test_error_mean"],
-                                              gd["test_err_std"])
+                if gd is not None:
+                    summary[f"{lr:g}"] = _deviation(a, test, gd["alpha"], gd["test_error_mean"],
+                                                    gd["test_err_std"])
         se = read_table(root, f"data/SE/SE_kappa_0.5_lreg_{lr:g}_noise_0.5.csv".replace(
             "lreg_0_", "lreg_0.0_"))  # their lambda = 0 file is named 0.0
         for br in branches:
@@ -436,9 +435,7 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
         ax1.plot(se["alpha"], se["test"], color=c, lw=0.8, ls=":")
         ax2.plot(se["alpha"], np.where(se["train"] > 0, se["train"], np.nan), color=c,
                  lw=0.8, ls=":")
-        gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
-        if (root / gd_path).exists():
-            gd = read_table(root, gd_path)
+        if gd is not None:
             sel = slice(0, None, 3)
             ax1.errorbar(gd["alpha"][sel], gd["test_error_mean"][sel], gd["test_err_std"][sel],
                          fmt="o", ms=3, color=c, capsize=2, lw=0.8)
@@ -722,12 +719,17 @@ def _converged(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["status"] == "converged"]
 
 
+def _solved_rows(rows: list[dict]) -> list[dict]:
+    """The rows of a curve that were solved (converged or not), in alpha order."""
+    return sorted((r for r in rows if r["status"] != "not computed"), key=lambda r: r["alpha"])
+
+
 def _curve_values(rows: list[dict], field: str) -> tuple[np.ndarray, np.ndarray]:
     """(alphas, values) of ``field`` along the solved SE rows of a curve, in alpha order,
     NaN at a row that did not converge (a gap: plots break there and :func:`theory_at`
     gives no value next to it); "train" is the authors' training objective per d^2,
     2 alpha ``loss``."""
-    rs = sorted((r for r in rows if r["status"] != "not computed"), key=lambda r: r["alpha"])
+    rs = _solved_rows(rows)
     a = np.array([r["alpha"] for r in rs], dtype=float)
     return a, np.array([math.nan if r["status"] != "converged"
                         else 2.0 * r["alpha"] * r["loss"] if field == "train" else r[field]
@@ -988,8 +990,9 @@ def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int =
     fn = {1: figure1, 2: figure2, 3: figure3, 4: figure4, 5: figure5, 6: figure6}[number]
     if prox_branch == "both" and number != 2:
         raise ValueError("prox_branch 'both' is drawn in Figure 2 only; choose global or teacher")
-    if prox_branch not in ("global", "teacher", "both"):
-        raise ValueError(f"prox_branch must be one of global, teacher, both, got {prox_branch!r}")
+    choices = (*PROX_BRANCHES, "both")
+    if prox_branch not in choices:
+        raise ValueError(f"prox_branch must be one of {', '.join(choices)}, got {prox_branch!r}")
     res = fn(root, out, points=points, mc_log2n=mc_log2n, workers=workers, progress=progress,
              max_iter=max_iter, saved_only=saved_only, prox_branch=prox_branch)
     res["parameters"] = {"repo": str(root), "points": points, "mc_log2n": mc_log2n,
