@@ -147,3 +147,28 @@ def test_an_unconverged_theory_point_is_a_gap():
     assert np.allclose(got[[0, 1, 4, 5]], at[[0, 1, 4, 5]]) and np.all(np.isnan(got[[2, 3]]))
     dev = _deviation(a, v, at, at + 0.01, np.full(at.size, 0.01))
     assert dev["n"] == 4 and dev["in_gap"] == 2 and np.isclose(dev["median_diff"], 0.01)
+
+
+def test_committed_figure_records_hold_no_local_path() -> None:
+    """Every figure record under docs/figures names its files relative to itself and the
+    authors' data by repository: no string in it is an absolute path."""
+    import json
+    from pathlib import Path
+
+    def strings(obj):
+        if isinstance(obj, str):
+            yield obj
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                yield k
+                yield from strings(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                yield from strings(v)
+
+    docs = Path(__file__).resolve().parents[1] / "docs" / "figures"
+    records = sorted(docs.rglob("*.json"))
+    assert records
+    for path in records:
+        bad = [s for s in strings(json.loads(path.read_text())) if s.startswith(("/", "~"))]
+        assert not bad, (path.name, bad[:3])

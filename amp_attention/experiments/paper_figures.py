@@ -44,6 +44,8 @@ FIGURES = (1, 2, 3, 4, 5, 6)
 FIG2_LREGS = (0.01, 0.002, 0.001, 0.0005, 0.0001, 1e-05)
 #: a file that must exist in a clone of the authors' repository
 MARKER = "data/GD/GD_kappa_0.5_lreg_0.01_noise_0.5.csv"
+#: the authors' code and data (docs/paper.md names the commit the figures were drawn from)
+AUTHORS_REPOSITORY = "PenombraET/ExtensiveAttention"
 
 
 def check_repo(repo: Path | str) -> Path:
@@ -995,10 +997,13 @@ def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int =
         raise ValueError(f"prox_branch must be one of {', '.join(choices)}, got {prox_branch!r}")
     res = fn(root, out, points=points, mc_log2n=mc_log2n, workers=workers, progress=progress,
              max_iter=max_iter, saved_only=saved_only, prox_branch=prox_branch)
-    res["parameters"] = {"repo": str(root), "points": points, "mc_log2n": mc_log2n,
-                         "max_iter": max_iter, "prox_branch": prox_branch}
+    res["parameters"] = {"repository": AUTHORS_REPOSITORY, "points": points,
+                         "mc_log2n": mc_log2n, "max_iter": max_iter, "prox_branch": prox_branch}
     res["not_converged"] = [{"curve": name, "alpha": r["alpha"], "status": r["status"]}
                             for name, rows in res["theory"].items() for r in rows
                             if r["status"] != "converged"]
-    atomic_write_json(out / f"figure{number}.json", res, indent=1)
+    # the record names its figure relative to itself and the authors' data by repository,
+    # never a local path (the returned dict keeps the full path of the figure)
+    atomic_write_json(out / f"figure{number}.json", {**res, "png": Path(res["png"]).name},
+                      indent=1)
     return res
