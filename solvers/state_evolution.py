@@ -211,14 +211,15 @@ class MonteCarloOptions:
     #: where the prox has one minimiser both give the same numbers, bit for bit
     prox_branch: str = "global"
     #: where the prox minimiser jumps and the common-random-numbers iteration stalls: iterates
-    #: on fresh draws of 2^log2_n x replicas samples are averaged (docs/theory.md 16.9; Picard
-    #: in batches of 64, or Newton in batches of this many); their error falls like 1/sqrt
-    #: of their number
-    averaged_iterations: int = 16
+    #: on fresh draws of 2^log2_n x replicas samples are averaged (docs/theory.md 16.9; Newton
+    #: in batches of this many, or Picard in batches of 64); their error falls like 1/sqrt
+    #: of their number (64: fewer understate the error of their mean, whose iterates are
+    #: correlated over 10-20 steps in the band; noisy_fixed_point.var1_stderr)
+    averaged_iterations: int = 64
     #: ... and more of them (averaged_iterations at a time, up to averaged_max) until the mean's
     #: relative Monte-Carlo error in m and q is at most this (None: averaged_iterations only)
     averaged_rtol: float | None = 0.02
-    averaged_max: int = 128
+    averaged_max: int = 256
     #: when the fixed point is taken as that average: "stall" (where the common-draws
     #: iteration stalls, the band) or "always" (also refine every converged point of a
     #: non-convex channel above its convexity certificate: near the band the common-draws
@@ -633,10 +634,15 @@ FRESH_SEED_STRIDE = 104729
 def _fresh_map(se: StateEvolution, k: int) -> "StateEvolution":
     """The SE map of ``se``'s problem on the k-th fresh set of RQMC draws (its own scramblings,
     no coarse level, no test-only samples or control variate: the averaged solve needs the
-    map's value, and its average over fresh draws is unbiased without them)."""
+    map's value, and its average over fresh draws is unbiased without them; the teacher
+    branch by the descent from u* alone, branches.teacher_descent)."""
     mc = replace(se.mc, seed=se.mc.seed + FRESH_SEED_STRIDE * (k + 1),
                  coarse_log2_n=se.mc.log2_n, test_log2_n=0, step_log2_n=0, warm_start=False)
-    return StateEvolution(se.problem, mc, se.finite_d)
+    fresh = StateEvolution(se.problem, mc, se.finite_d)
+    # the teacher branch's descent alone: an average needs no bit identity with the global
+    # branch, and the global prox it is compared with costs four Newton runs a sample
+    fresh.channel.teacher_alone = True
+    return fresh
 
 
 def _smoothed_jacobian(se: StateEvolution, x: np.ndarray) -> np.ndarray | None:
@@ -667,48 +673,38 @@ def _noisy_label(method: str, rep) -> str:
 #: where the smoothed slope's spectral radius cannot be used (0.9: the band's measured
 #: 0.90 +- 0.08 i at lreg 1e-4, alpha 0.25), its burn-in and its first batch of iterates
 PICARD_RHO_MAX = 0.95
-#: Picard first below this estimated spectral radius of the slope: the estimate from a 3 %
-#: central difference at 2^11 scatters (1.1-1.4 in the band where 2^13 gives 0.90 +- 0.08 i),
-#: and Picard's iterates, unlike Newton's, cannot be turned around by a wrong slope
-PICARD_RADIUS_MAX = 1.5
 PICARD_BURN_IN = 24
-PICARD_AVERAGE = 64
+#: (128: at lag-1 correlations 0.9-0.98 the spread of independent 64-iterate means is up to
+#: 4x what any estimate from one of them says; noisy_fixed_point.var1_stderr)
+PICARD_AVERAGE = 128
 
 
 def _averaged_solve(se: StateEvolution, start: np.ndarray, monitor=None) -> AveragedReport | None:
     """The fixed point of the mean map as an average of iterates on fresh draws
     (:func:`solve_averaged_fresh`), from ``start``, with the options of ``se.mc`` (None where
-    the smoothed slope J cannot be taken).  Where J's spectral radius is below 1 the plain
-    Picard iteration is contracting: its iterates, averaged, need no preconditioner (a slope
-    estimated with an eigenvalue on the wrong side of 1 turns a Newton step along it around:
-    at lreg 1e-4, alpha 0.248 the Newton iterates walked to q = 12 while Picard's settled),
-    at a correlation time 1 / (1 - radius); Newton steps (gain 1/2) where Picard fails or
-    the radius estimate is far above 1 (PICARD_RADIUS_MAX)."""
+    the smoothed slope J cannot be taken): Newton steps (gain 1/2) along J first, the plain
+    Picard iteration's iterates where they fail.  Newton settles within a few iterates where
+    J is right (lreg 1e-4, alpha 0.2484, teacher branch: 16 iterates, while Picard, at a
+    spectral radius near 1, was still drifting after 128); a slope estimated with an
+    eigenvalue on the wrong side of 1 turns its steps around, and Picard's iterates, which
+    need no slope, are averaged instead, at a correlation time 1 / (1 - radius)."""
     J = _smoothed_jacobian(se, start)
     if J is None:
         return None
     radius = float(np.max(np.abs(np.linalg.eigvals(J))))
-
-    def picard() -> AveragedReport:
-        return solve_averaged_fresh(
-            lambda k: _fresh_map(se, 10_000 + k), start, np.zeros((3, 3)),
-            n_average=PICARD_AVERAGE, burn_in=PICARD_BURN_IN, gain=1.0,
-            rho=min(max(radius, 0.5), PICARD_RHO_MAX), rounds=2, rtol=se.mc.averaged_rtol,
-            max_average=max(se.mc.averaged_max, 2 * PICARD_AVERAGE), valid=se.valid,
-            monitor=monitor)
-
-    if radius < PICARD_RADIUS_MAX:
-        rp = picard()
-        if rp.converged:
-            return rp
     ra = solve_averaged_fresh(lambda k: _fresh_map(se, k), start, J,
                               n_average=se.mc.averaged_iterations, rtol=se.mc.averaged_rtol,
                               max_average=se.mc.averaged_max,
                               rejacobian=lambda x: _smoothed_jacobian(se, x),
                               valid=se.valid, monitor=monitor)
-    if ra.converged or radius < PICARD_RADIUS_MAX:
-        return ra if ra.converged else rp
-    rp = picard()  # the radius estimate can be far off: Picard after all
+    if ra.converged:
+        return ra
+    rp = solve_averaged_fresh(
+        lambda k: _fresh_map(se, 10_000 + k), start, np.zeros((3, 3)),
+        n_average=PICARD_AVERAGE, burn_in=PICARD_BURN_IN, gain=1.0,
+        rho=min(max(radius, 0.5), PICARD_RHO_MAX), rounds=2, rtol=se.mc.averaged_rtol,
+        max_average=max(se.mc.averaged_max, 2 * PICARD_AVERAGE), valid=se.valid,
+        monitor=monitor)
     return rp if rp.converged else ra
 
 
@@ -1242,6 +1238,15 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
             policy += (f"; the {coarse_only} start reached the informative start's fixed "
                        f"point on the coarse level (2^{se.mc.coarse_log2_n} points per "
                        "replica), so only the informative one was refined")
+    # Both coarse levels stalled (the prox minimiser jumps: the band): there the coarse
+    # level's fixed points are no guide to distinct fine ones (at lreg 1e-4, alpha 0.2484
+    # the uninformative start's stalled at m = 14, q = 349 on 2^8 points and its fine
+    # averaged solve drifted for ~30 s without settling), so the uninformative start runs
+    # only where the informative one fails
+    stalled = (se.mc is not None and len(names) == 2 and not unique and coarse_only is None
+               and _noisy_rule_applies(se)
+               and all(coarse_pre.get(n) is not None and not coarse_pre[n][1].converged
+                       for n in names))
     cv_reference = opts.get("cv_reference")
     if cv_reference is None and coarse_only is None and len(coarse_pre) == 2:
         cv_reference = shared_cv_reference(*(None if coarse_pre[n] is None else coarse_pre[n][1]
@@ -1249,6 +1254,13 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
     for name in names:
         if name == coarse_only:
             continue
+        if stalled and runs:
+            if any(r.converged for r, _ in runs.values()):
+                policy += ("; both starts' coarse levels stalled (the prox minimiser jumps), "
+                           "so the fine level ran from the informative start only, which "
+                           "converged")
+                break
+            policy += "; the informative start failed, so the uninformative one ran too"
         if unique and runs:
             if any(r.converged for r, _ in runs.values()):
                 policy = f"one start: {unique} has a unique fixed point"

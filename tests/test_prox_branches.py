@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from amp_attention.channels.branches import (PROX_BRANCHES, check_prox_branch, same_minimiser,
-                                             teacher_branch)
+                                             teacher_branch, teacher_descent)
 from amp_attention.solvers.channel_integrals import SE_FIELDS, MonteCarloChannel, paired_samples
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 from amp_attention.spec import Learner, Problem, Task, WishartTarget
@@ -69,6 +69,20 @@ def test_teacher_branch_is_the_descent_from_the_teacher() -> None:
     for name in ("uhat", "g_out", "trace_term", "objective", "failed"):
         assert np.array_equal(getattr(teach, name)[same], getattr(glob, name)[same]), name
     assert same_minimiser(U[same], glob.uhat[same]).all()
+
+
+def test_teacher_descent_alone_is_the_teacher_branch_to_its_tolerance() -> None:
+    # the fresh draws' cheap form (no global prox): the same minimiser on every row, equal
+    # to the compared form to the descent's tolerance where it is the global one, and
+    # identical where it is not
+    ch, y, omega, V, ustar = _band_samples()
+    teach, split = teacher_branch(ch, y, omega, V, ustar, ch.prox_batch(y, omega, V))
+    alone = teacher_descent(ch, y, omega, V, ustar)
+    assert same_minimiser(alone.uhat, teach.uhat).all()
+    np.testing.assert_allclose(alone.g_out, teach.g_out, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(alone.trace_term, teach.trace_term, rtol=1e-6, atol=1e-9)
+    assert np.array_equal(alone.uhat[split], teach.uhat[split])
+    assert np.array_equal(alone.failed, teach.failed)
 
 
 def test_teacher_branch_needs_a_local_descent() -> None:

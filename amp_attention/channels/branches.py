@@ -70,6 +70,28 @@ def _trace_terms(channel, y: np.ndarray, u: np.ndarray, V: float) -> np.ndarray:
     return K - np.trace(np.linalg.inv(A), axis1=1, axis2=2)
 
 
+def _newton_from(channel):
+    newton = optional_member(channel, "newton_from")
+    if newton is None:
+        raise ValueError("prox_branch='teacher' needs a channel with newton_from (a local "
+                         "Newton descent of the prox objective); "
+                         f"{getattr(channel, 'name', type(channel).__name__)} has none")
+    return newton
+
+
+def teacher_descent(channel, y: np.ndarray, omega: np.ndarray, V: float,
+                    ustar: np.ndarray) -> ProxBatch:
+    """The teacher branch of the prox by the descent from u* alone, without the global
+    minimiser :func:`teacher_branch` compares it with: one Newton run per row instead of the
+    global prox's four plus this one.  Where the two minimisers coincide its rows equal the
+    global branch's to the descent's tolerance (not bit for bit); the fresh draws of the
+    averaged solve (docs/theory.md 16.9), which only feed an average, use it."""
+    U, F, converged = _newton_from(channel)(y, omega, V, ustar)
+    failed = ~converged
+    return ProxBatch(U, (U - omega) / V, _trace_terms(channel, y, U, V), F, failed,
+                     int(np.count_nonzero(failed)))
+
+
 def teacher_branch(channel, y: np.ndarray, omega: np.ndarray, V: float, ustar: np.ndarray,
                    global_px: ProxBatch) -> tuple[ProxBatch, np.ndarray]:
     """The teacher branch of the prox (module docstring) and, per row, True where it
@@ -79,12 +101,7 @@ def teacher_branch(channel, y: np.ndarray, omega: np.ndarray, V: float, ustar: n
     minimiser (:func:`same_minimiser`) the row is ``global_px``'s, bit for bit; elsewhere
     its end point, g_out = (u - omega)/V, the Hessian trace there, F(u), and ``failed``
     where the descent did not end at a strict local minimum."""
-    newton = optional_member(channel, "newton_from")
-    if newton is None:
-        raise ValueError("prox_branch='teacher' needs a channel with newton_from (a local "
-                         "Newton descent of the prox objective); "
-                         f"{getattr(channel, 'name', type(channel).__name__)} has none")
-    U, F, converged = newton(y, omega, V, ustar)
+    U, F, converged = _newton_from(channel)(y, omega, V, ustar)
     split = ~same_minimiser(U, global_px.uhat)
     if not split.any():
         return global_px, split
