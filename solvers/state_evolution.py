@@ -673,6 +673,10 @@ def _noisy_label(method: str, rep) -> str:
 #: where the smoothed slope's spectral radius cannot be used (0.9: the band's measured
 #: 0.90 +- 0.08 i at lreg 1e-4, alpha 0.25), its burn-in and its first batch of iterates
 PICARD_RHO_MAX = 0.95
+#: Picard first below this estimated spectral radius of the slope: the estimate from a 3 %
+#: central difference at 2^11 scatters (1.1-1.4 in the band where 2^13 gives 0.90 +- 0.08 i),
+#: and Picard's iterates, unlike Newton's, cannot be turned around by a wrong slope
+PICARD_RADIUS_MAX = 1.5
 PICARD_BURN_IN = 24
 #: (128: at lag-1 correlations 0.9-0.98 the spread of independent 64-iterate means is up to
 #: 4x what any estimate from one of them says; noisy_fixed_point.var1_stderr)
@@ -682,29 +686,37 @@ PICARD_AVERAGE = 128
 def _averaged_solve(se: StateEvolution, start: np.ndarray, monitor=None) -> AveragedReport | None:
     """The fixed point of the mean map as an average of iterates on fresh draws
     (:func:`solve_averaged_fresh`), from ``start``, with the options of ``se.mc`` (None where
-    the smoothed slope J cannot be taken): Newton steps (gain 1/2) along J first, the plain
-    Picard iteration's iterates where they fail.  Newton settles within a few iterates where
-    J is right (lreg 1e-4, alpha 0.2484, teacher branch: 16 iterates, while Picard, at a
-    spectral radius near 1, was still drifting after 128); a slope estimated with an
-    eigenvalue on the wrong side of 1 turns its steps around, and Picard's iterates, which
-    need no slope, are averaged instead, at a correlation time 1 / (1 - radius)."""
+    the smoothed slope J cannot be taken).  Where J's spectral radius is below 1 the plain
+    Picard iteration is contracting: its iterates, averaged, need no preconditioner (a slope
+    estimated with an eigenvalue on the wrong side of 1 turns a Newton step along it around:
+    at lreg 1e-4, alpha 0.248 Newton iterates walked to q = 12-15 while Picard's settled),
+    at a correlation time 1 / (1 - radius); Newton steps (gain 1/2) where Picard fails or
+    the radius estimate is far above 1 (PICARD_RADIUS_MAX)."""
     J = _smoothed_jacobian(se, start)
     if J is None:
         return None
     radius = float(np.max(np.abs(np.linalg.eigvals(J))))
+
+    def picard() -> AveragedReport:
+        return solve_averaged_fresh(
+            lambda k: _fresh_map(se, 10_000 + k), start, np.zeros((3, 3)),
+            n_average=PICARD_AVERAGE, burn_in=PICARD_BURN_IN, gain=1.0,
+            rho=min(max(radius, 0.5), PICARD_RHO_MAX), rounds=2, rtol=se.mc.averaged_rtol,
+            max_average=max(se.mc.averaged_max, 2 * PICARD_AVERAGE), valid=se.valid,
+            monitor=monitor)
+
+    if radius < PICARD_RADIUS_MAX:
+        rp = picard()
+        if rp.converged:
+            return rp
     ra = solve_averaged_fresh(lambda k: _fresh_map(se, k), start, J,
                               n_average=se.mc.averaged_iterations, rtol=se.mc.averaged_rtol,
                               max_average=se.mc.averaged_max,
                               rejacobian=lambda x: _smoothed_jacobian(se, x),
                               valid=se.valid, monitor=monitor)
-    if ra.converged:
-        return ra
-    rp = solve_averaged_fresh(
-        lambda k: _fresh_map(se, 10_000 + k), start, np.zeros((3, 3)),
-        n_average=PICARD_AVERAGE, burn_in=PICARD_BURN_IN, gain=1.0,
-        rho=min(max(radius, 0.5), PICARD_RHO_MAX), rounds=2, rtol=se.mc.averaged_rtol,
-        max_average=max(se.mc.averaged_max, 2 * PICARD_AVERAGE), valid=se.valid,
-        monitor=monitor)
+    if ra.converged or radius < PICARD_RADIUS_MAX:
+        return ra if ra.converged else rp
+    rp = picard()  # the radius estimate can be far off: Picard after all
     return rp if rp.converged else ra
 
 
