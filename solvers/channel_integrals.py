@@ -480,6 +480,8 @@ class MonteCarloChannel:
         #: the last two-level evaluation's control-variate weight {"b": b}
         #: (control_variate_weight; empty where the control variate did not run)
         self.last_cv_weights: dict[str, float] = {}
+        #: evaluate without the control variate (set_plain_estimators)
+        self.plain_estimators = False
 
     #: share of c = Var(omega | u*) carried by the antithetic direction (the rest is the
     #: centre's spread): smaller theta lowers the variance of the smooth part of the
@@ -894,6 +896,17 @@ class MonteCarloChannel:
             self._cv_frozen = None
             self._cache = None
 
+    def set_plain_estimators(self, plain: bool) -> None:
+        """Evaluate without the Newton-step control variate from now on (``plain``) or with
+        it (the default).  Both estimators are exact; the plain one is what the fresh draws
+        of the averaged solve use, so a fixed point found by that average is reported with
+        it (near zero, e.g. q_hat above the noiseless interpolation threshold, the
+        two-level estimator's difference can leave a hat negative)."""
+        plain = bool(plain)
+        if plain != self.plain_estimators:
+            self.plain_estimators = plain
+            self._cache = None
+
     @staticmethod
     def _pairs_spread(smp: PairedSamples, q: float) -> bool:
         """Whether the pairs have a direction to integrate by parts in: at s ~ 0 omega is
@@ -997,7 +1010,7 @@ class MonteCarloChannel:
         # the two-level estimator (_control_variate) wherever the channel has Newton steps
         step = None
         self.last_cv_weights = {}
-        if (self.step_log2_n and by_parts and rest > 0
+        if (self.step_log2_n and by_parts and rest > 0 and not self.plain_estimators
                 and optional_member(ch, "newton_step") is not None
                 and optional_member(ch, "convex_below") is not None):
             step = (self._control_variate(m, q, Q0, V_eff, slope, y, y1, smp)
@@ -1017,6 +1030,12 @@ class MonteCarloChannel:
                 mh = self._prefer_stein(mh, 2 * alpha * (
                     smp.per_replica(stein - b * own.stein) + b * big[:, 3]), V_eff)
             qh = 2 * alpha * (smp.per_replica(per_sample[1] - b * own.q) + b * big[:, 1])
+            if not qh.mean() > 0.0:
+                # q_hat = 2 alpha E|g_out|^2 is positive; a two-level mean at or below zero
+                # (q_hat near zero, e.g. above the noiseless interpolation threshold, where a
+                # few large step terms dominate the difference) is replaced by the plain one
+                # rather than failing the map: a switch, only where the map had no value
+                qh = 2 * alpha * means[1]
             # V_hat: mean(fX - b sX) + b mean_big - (1 - b) mean(centre), the centre's
             # zero-mean term (the plain estimator's) weighted by what the steps leave; at
             # b = 1 (the usual case) it drops out and its Newton runs are not made

@@ -333,6 +333,18 @@ class StateEvolution:
         if setter is not None:
             setter(x)
 
+    def set_plain_estimators(self, plain: bool) -> None:
+        """The RQMC channel's hats without its control variate from now on (``plain``) or
+        with it (``MonteCarloChannel.set_plain_estimators``); no-op for channels without one."""
+        setter = getattr(self.channel, "set_plain_estimators", None)
+        if setter is not None:
+            setter(plain)
+
+    @property
+    def plain_estimators(self) -> bool:
+        """Whether :meth:`set_plain_estimators` switched the control variate off."""
+        return bool(getattr(self.channel, "plain_estimators", False))
+
     @property
     def control_variate_reference(self) -> tuple[float, float, float] | None:
         """The reference set by :meth:`set_control_variate_reference` (None: none)."""
@@ -552,6 +564,7 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
     number of coarse iterations).
     """
     se.set_control_variate_reference(None)
+    se.set_plain_estimators(False)
     pre = coarse_result or _coarse_solve(se, x0, tol=tol, max_iter=max_iter, **kw)
     if pre is None:
         return solve_fixed_point(se, x0, valid=se.valid, tol=tol, max_iter=max_iter,
@@ -574,10 +587,10 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             rf = solve_fixed_point_quasi_newton(se, x_start, grad[:3], tol=tol, max_iter=12,
                                                 valid=se.valid, monitor=kw.get("monitor"))
             if rf.converged:
-                if _refine_always(se, rf.x):
+                if _refine_always(se, rf.x) or _imprecise(se, rf.x, grad):
                     ra = _averaged_solve(se, rf.x, kw.get("monitor"))
                     if ra is not None and ra.converged:
-                        return ra, _smoothed_observable_jacobian(se, ra.x), rc.iterations
+                        return _averaged_result(se, ra, rc.iterations)
                 return rf, grad, rc.iterations
             se.set_control_variate_reference(None)
             if se.valid(rf.x) and np.all(np.isfinite(rf.x)):
@@ -618,13 +631,23 @@ def _solve_once(se: StateEvolution, x0: np.ndarray, *, tol: float, max_iter: int
             ra = _averaged_solve(se, start, kw.get("monitor"))
             if ra is not None:
                 if ra.converged:
-                    return ra, _smoothed_observable_jacobian(se, ra.x), rc.iterations
+                    return _averaged_result(se, ra, rc.iterations)
                 # the plain iterations stalled before and would again: report this
                 return ra, None, rc.iterations
     # iterate on the full sample set
     kw.setdefault("stall_after", _stall_after(se))
     rf = solve_fixed_point(se, x_start, valid=se.valid, tol=tol, max_iter=max_iter, **kw)
     return rf, None, rc.iterations
+
+
+def _averaged_result(se: StateEvolution, ra: AveragedReport, n_coarse: int):
+    """_solve_once's return for a converged fresh-draw average: from here on ``se`` evaluates
+    with the plain estimators, those of the fresh draws the average was taken over (the
+    point's hats, test errors and error propagation are evaluated with them on the common
+    draws)."""
+    se.set_control_variate_reference(None)
+    se.set_plain_estimators(True)
+    return ra, _smoothed_observable_jacobian(se, ra.x), n_coarse
 
 
 #: seed stride of the fresh draws of the averaged solve (far from any replica's seed)
@@ -635,13 +658,17 @@ def _fresh_map(se: StateEvolution, k: int) -> "StateEvolution":
     """The SE map of ``se``'s problem on the k-th fresh set of RQMC draws (its own scramblings,
     no coarse level, no test-only samples or control variate: the averaged solve needs the
     map's value, and its average over fresh draws is unbiased without them; the teacher
-    branch by the descent from u* alone, branches.teacher_descent)."""
+    branch by the descent from u* alone, branches.teacher_descent, where the common draws
+    show samples whose minimisers differ)."""
     mc = replace(se.mc, seed=se.mc.seed + FRESH_SEED_STRIDE * (k + 1),
                  coarse_log2_n=se.mc.log2_n, test_log2_n=0, step_log2_n=0, warm_start=False)
     fresh = StateEvolution(se.problem, mc, se.finite_d)
-    # the teacher branch's descent alone: an average needs no bit identity with the global
-    # branch, and the global prox it is compared with costs four Newton runs a sample
-    fresh.channel.teacher_alone = True
+    # the teacher branch's descent alone where the common draws' last evaluation had samples
+    # whose two minimisers differ (the branches are different maps there, and the global
+    # prox the descent is compared with costs four Newton runs a sample); elsewhere both, so
+    # that where the prox has one minimiser the two branches stay one map, bit for bit
+    split = getattr(se.channel, "last_branch_split", None)
+    fresh.channel.teacher_alone = bool(split is not None and split > 0.0)
     return fresh
 
 
@@ -665,7 +692,8 @@ def _mc_convergence(rep) -> dict[str, Any] | None:
 def _noisy_label(method: str, rep) -> str:
     """The method label of a solve, naming the Monte-Carlo rule where it accepted the point."""
     if isinstance(rep, AveragedReport) and rep.converged:
-        return (f"{method}; the plain iteration stalled: {rep.message}")
+        return (f"{method}; the fixed point of the fresh-draw average (the common-draws "
+                f"iteration stalled or its fixed point was imprecise): {rep.message}")
     return method
 
 
@@ -725,6 +753,32 @@ def _refine_always(se: StateEvolution, x: np.ndarray) -> bool:
     whose V is above the convexity certificate is refined by the fresh-draw average."""
     return (se.mc is not None and se.mc.fresh_average == "always" and _noisy_rule_applies(se)
             and not _prox_certified(se, float(x[2])))
+
+
+#: a converged common-draws fixed point of a non-convex channel above its convexity
+#: certificate whose propagated relative Monte-Carlo error in m or q exceeds this is refined
+#: by the fresh-draw average: there the map's (I - J)^-1 amplifies the one sample set's
+#: error so much that its fixed point says little (Figure 5, beta 2, Delta 0, alpha
+#: 0.25-0.4: test errors 0.12-0.15 +- 0.04-17 from continuation, where the average gives a
+#: smooth 0.073 / 0.056 / 0.025 at alpha 0.275 / 0.3 / 0.375, on the authors' Adam points)
+IMPRECISE_REL = 0.05
+
+
+def _imprecise(se: StateEvolution, x: np.ndarray, grad: np.ndarray) -> bool:
+    """Whether a converged common-draws fixed point at x must be refined (IMPRECISE_REL, or
+    no error can be propagated because a replica's hats leave the denoiser's domain)."""
+    if not (_noisy_rule_applies(se) and not _prox_certified(se, float(x[2]))):
+        return False
+    try:
+        err = fixed_point_stderr(se, x, np.asarray(grad, dtype=float)[:3])
+    except (ValueError, FloatingPointError, ZeroDivisionError, np.linalg.LinAlgError):
+        # a replica's hats outside the denoiser's domain (q_hat <= 0): they scatter over
+        # their own size, no error can be propagated -- imprecise
+        return True
+    if err is None:
+        return False
+    rel = np.abs(err[:2]) / np.maximum(np.abs(np.asarray(x, dtype=float)[:2]), 1e-12)
+    return not bool(np.all(rel <= IMPRECISE_REL))
 
 
 def _prox_certified(se: StateEvolution, V: float) -> bool:
@@ -1121,8 +1175,9 @@ def solve_state_evolution(
     best_name = min(runs, key=lambda k: (k == coarse_only, not runs[k][0].converged,
                                          runs[k][1]["loss"]))
     rep, fields = runs[best_name]
-    grad, n_coarse, used, cv_reference = extra[best_name]
+    grad, n_coarse, used, cv_reference, plain = extra[best_name]
     se.set_control_variate_reference(cv_reference)
+    se.set_plain_estimators(plain)
     alternative, metastable = choose_and_compare(
         runs, best_name, converged=lambda run: run[0].converged,
         # each solve is only as close to its fixed point as its own residual (the RQMC fine
@@ -1246,7 +1301,7 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
             coarse_only = names[1]
             cse, crep = coarse_pre[coarse_only]
             runs[coarse_only] = (crep, _assemble(cse, crep, coarse_only))
-            extra[coarse_only] = (None, crep.iterations, method, None)
+            extra[coarse_only] = (None, crep.iterations, method, None, False)
             policy += (f"; the {coarse_only} start reached the informative start's fixed "
                        f"point on the coarse level (2^{se.mc.coarse_log2_n} points per "
                        "replica), so only the informative one was refined")
@@ -1287,10 +1342,11 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
                                                     fine_x0=fine_x0,
                                                     coarse_grad=coarse_grad,
                                                     cv_reference=cv_reference)
-        runs[name] = (rep, _assemble(se, rep, name))
+        runs[name] = _checked_run(rep, _assemble(se, rep, name))
         # the control variate's reference of this start's map (its fields were assembled
         # with it; the diagnostics of the reported start are computed with it again)
-        extra[name] = (grad, n_coarse, used, se.control_variate_reference)
+        extra[name] = (grad, n_coarse, used, se.control_variate_reference,
+                       se.plain_estimators)
     if not any(r.converged for r, _ in runs.values()):
         # Last resort, only when no start converged (it costs ~20-40 map evaluations per
         # step): eliminate V by a bracketed scalar root.  At tiny alpha and small lam
@@ -1298,13 +1354,14 @@ def _run_starts(se: StateEvolution, starts: dict, names: tuple[str, ...], unique
         # top of rho_B), so Picard and Anderson oscillate over decades of V, while for
         # fixed (m, q) the scalar equation in log V has a clean sign change.
         se.set_control_variate_reference(None)
+        se.set_plain_estimators(False)
         for name in names:
             rep3 = solve_with_v_eliminated(se, starts[name], tol=tol, max_iter=max_iter)
             if rep3.converged:
                 failed = runs[name][0].summary
                 runs[name] = (rep3, _assemble(se, rep3, name))
                 extra[name] = (None, extra[name][1], "V eliminated (bracketed root in log V) "
-                               f"after anderson and damped failed: {failed}", None)
+                               f"after anderson and damped failed: {failed}", None, False)
                 break
     return runs, extra, coarse_only, policy
 
@@ -1566,6 +1623,17 @@ def _propagate(se: StateEvolution, x: np.ndarray, dev: np.ndarray, grad, source:
     err = np.std(total, axis=0, ddof=1) / math.sqrt(R)
     return ({k: float(v) for k, v in zip(MC_FIELDS, err)},
             f"delta method over {R} replicas through the fixed point ({source} Jacobian)")
+
+
+def _checked_run(rep, fields: dict[str, float]) -> tuple:
+    """(report, fields) of one start; a converged report whose point's fields could not be
+    evaluated (all NaN: the channel side raised there) is reported as failed, not as a
+    converged point without numbers."""
+    if rep.converged and not math.isfinite(fields.get("m", math.nan)):
+        rep = replace(rep, success=False, status=Status.FAILED,
+                      message=f"{rep.message}; but the point's fields could not be evaluated "
+                              "there (the channel side raised ValueError)")
+    return rep, fields
 
 
 def _assemble(se: StateEvolution, rep, name: str) -> dict[str, float]:

@@ -136,3 +136,28 @@ def test_var1_error_sees_the_iterates_persistence() -> None:
     np.testing.assert_allclose(np.std(means, axis=0, ddof=1), truth, rtol=0.2)
     # too few iterates for the fit: no error claimed
     assert np.all(np.isinf(var1_stderr(X[:5])))
+
+
+def test_an_imprecise_common_draws_point_is_refined(monkeypatch) -> None:
+    # the refinement trigger of a converged common-draws fixed point (state_evolution
+    # IMPRECISE_REL): a propagated relative error above 5 % in m or q, or none to propagate
+    # because a replica's hats leave the denoiser's domain; not below the convexity
+    # certificate, where the prox has one minimiser and the map no jumps
+    import amp_attention.solvers.state_evolution as S
+    from amp_attention.paper import PaperSetting
+
+    se = S.StateEvolution(PaperSetting(0.3, 0.01, 0.5, 0.0, beta=2.0).problem(),
+                          S.MonteCarloOptions(log2_n=6, coarse_log2_n=4))
+    x, J = np.array([1.0, 0.8, 10.0]), np.zeros((3, 3))
+    errors = {"small": np.array([0.01, 0.03, 1.0]), "large": np.array([0.01, 0.05, 1.0])}
+    for name, err in errors.items():
+        monkeypatch.setattr(S, "fixed_point_stderr", lambda se, x, J, err=err: err)
+        assert S._imprecise(se, x, J) == (name == "large")
+
+    def raises(se, x, J):
+        raise ValueError("q_hat must be finite and > 0, got -1e-06")
+
+    monkeypatch.setattr(S, "fixed_point_stderr", raises)
+    assert S._imprecise(se, x, J)
+    V_certified = 0.5 * se.model_channel.convex_below_every_label
+    assert not S._imprecise(se, np.array([1.0, 0.8, V_certified]), J)

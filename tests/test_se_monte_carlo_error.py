@@ -631,3 +631,38 @@ def test_big_set_is_one_sided_against_the_centre_and_agrees_with_symmetric_pairs
     spread = sym.std(ddof=1)
     assert abs(got[:, 2].mean() - sym.mean()) <= 0.1 * spread, (got[:, 2].mean(), sym.mean())
     assert got[:, 2].std(ddof=1) <= 1.15 * spread
+
+
+def test_plain_estimators_switch_the_control_variate_off():
+    """set_plain_estimators(True) evaluates as a channel without the control variate on the
+    same draws, bit for bit (what a fresh-draw average is reported with, docs/theory.md
+    16.9); switching back restores the two-level values (the cache is not reused across)."""
+    from amp_attention.channels import channel_for
+    from amp_attention.solvers.channel_integrals import MonteCarloChannel
+
+    ch = channel_for(Task("softmax", L=3))
+    x = (0.4823, 0.2284, 2.0259, 1.5, 0.1)
+    step = MonteCarloChannel(ch, log2_n=9, replicas=4, seed=1, step_log2_n=11)
+    none = MonteCarloChannel(ch, log2_n=9, replicas=4, seed=1, step_log2_n=0)
+    two_level = step.se(*x)
+    step.set_plain_estimators(True)
+    assert step.se(*x) == none.se(*x)
+    assert two_level != none.se(*x)  # the control variate did run at this point
+    step.set_plain_estimators(False)
+    assert step.se(*x) == two_level
+
+
+def test_a_converged_point_without_fields_is_reported_as_failed():
+    """A solve that converged but whose point's channel side raises (all fields NaN) is a
+    failed run, with the reason, never a converged point without numbers."""
+    from amp_attention.result import Status
+    from amp_attention.solvers.fixed_point import FixedPointReport
+    from amp_attention.solvers.state_evolution import _checked_run
+
+    ok = FixedPointReport(x=np.ones(3), iterations=3, residual=1e-9, success=True,
+                          status=Status.CONVERGED, message="")
+    rep, _ = _checked_run(ok, {"m": math.nan, "q": math.nan})
+    assert not rep.converged and rep.status == Status.FAILED
+    assert "could not be evaluated" in rep.message
+    rep, _ = _checked_run(ok, {"m": 1.0, "q": 2.0})
+    assert rep is ok
