@@ -101,9 +101,20 @@ def test_adam_points_seq2seq_is_per_input_and_noisy(tmp_path) -> None:
     assert pts["train"][0] == pytest.approx(98.97862 / 1e4)
 
 
+def test_figure6_follows_their_notebook() -> None:
+    """Their notebook's Figure-6 cell (visualisation.ipynb, the one saving
+    figures/Figure6.pdf) plots ``df['_alpha'] * 2``, ``* 5``, ``* 14`` for T = 2, 3, 5 against
+    ``df['_test_err_mean']`` (the clean test error), xlim (0, 0.5): the map stated here is
+    the one the engine's Figure 6 must follow (it drew alpha (K - 1)/2 and the noisy error
+    before issue 57: every curve compressed twofold, T = 2 at x = 0.5 0.282 for 0.211)."""
+    assert {T: pf.fig6_x_scale(T) for T in pf.FIG6_TOKENS} == {2: 2, 3: 5, 5: 14}
+    assert (pf.FIG6_FIELD, pf.FIG6_COLUMN) == ("test_error", "test")
+    assert pf.FIG6_XLIM == (0.0, 0.5)
+
+
 def test_theory_alphas_follow_their_figure6_axis() -> None:
-    """Figure 6 plots x = alpha (K - 1)/2: T = 5 (K - 1 = 14) reaches x = 0.5 at their
-    largest alpha, 1/14 (data/more_tokens/*T5*: alpha up to 0.0714)."""
+    """The theory alphas of Figures 4-6 run to alpha (K - 1) = 1, their largest row (T = 5,
+    K - 1 = 14: data/more_tokens/*T5*, alpha up to 1/14), twice what Figure 6 shows."""
     a5 = pf._theory_alphas(10, 5)
     assert a5[-1] == pytest.approx(1 / 14) and a5[0] == pytest.approx(0.005 / 7)
     a2 = pf._theory_alphas(10, 2)

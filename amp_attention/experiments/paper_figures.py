@@ -697,16 +697,17 @@ def adam_points(root: Path, runs: AdamRuns) -> dict[str, np.ndarray]:
 
 
 def _alpha_of_x(x: float | np.ndarray, T: int):
-    """alpha at Figure 6's abscissa x = alpha (K - 1)/2 (alpha itself at T = 2)."""
+    """alpha at x = alpha (K - 1)/2 (alpha itself at T = 2): the theory grid's coordinate
+    (Figure 6 itself is drawn on alpha (K - 1), fig6_x_scale)."""
     return 2.0 * x / alpha_bar(1.0, T)
 
 
 def _theory_alphas(points: int, T: int) -> np.ndarray:
     """Theory alphas for Figures 4-6, ascending: x = alpha (K - 1)/2 (alpha itself at
     T = 2) at 0.005 (their first alpha), 0.0075, 0.01, 0.0175, 0.025, 0.0375, ``points``
-    values from 0.05 to 0.5 and the midpoints between them (the comparison with their
-    points interpolates the curve; the finer grid keeps that error below their seed
-    error)."""
+    values from 0.05 to 0.5 and the midpoints between them, i.e. up to alpha (K - 1) = 1,
+    their largest row (the comparison with their points interpolates the curve; the finer
+    grid keeps that error below their seed error)."""
     grid = np.linspace(0.05, 0.5, points)
     x = np.sort(np.concatenate([[0.005, 0.0075, 0.01, 0.0175, 0.025, 0.0375], grid,
                                 0.5 * (grid[1:] + grid[:-1])]))
@@ -831,16 +832,36 @@ def figure5(root: Path, out: Path, **kw) -> dict:
                         "test error (clean label)", r"$\alpha = n/d^2$", **kw)
 
 
+#: Figure 6 as their notebook draws it (visualisation.ipynb, the cell that saves
+#: figures/Figure6.pdf): ``plt.errorbar(df['_alpha'] * 2 | 5 | 14, df['_test_err_mean'])``
+#: for T = 2, 3, 5 -- the abscissa alpha (K - 1), K = T(T+1)/2 (their axis label writes
+#: alpha_bar = 2n/((T^2 + T - 2) d^2), the inverse), the clean test error (``_test_err_mean``
+#: = test_err_mean / 2000; the noisy one is ``test_err_mean_noise``), xlim (0, 0.5)
+FIG6_TOKENS = (2, 3, 5)
+FIG6_FIELD, FIG6_COLUMN = "test_error", "test"
+FIG6_XLIM = (0.0, 0.5)
+
+
+def fig6_x_scale(T: int) -> float:
+    """Figure 6's abscissa per unit alpha: K - 1 = T(T+1)/2 - 1 (2, 5, 14 at T = 2, 3, 5)."""
+    return alpha_bar(1.0, T)
+
+
 def figure6(root: Path, out: Path, **kw) -> dict:
-    """T = 2, 3, 5 tokens (beta 1, lambda 0.001): test error against the noisy label on the
-    axis alpha (K - 1)/2 (what their Figure 6 plots; alpha at T = 2)."""
+    """T = 2, 3, 5 tokens (beta 1, lambda 0.001): the clean test error on the axis
+    alpha (K - 1), as their notebook plots it (FIG6_TOKENS)."""
     panels = [(f"$\\Delta$ = {float(n):g}",
-               [(f"T{T}_noise{n}", f"T = {T}", "test_error_noisy", "test_noisy") for T in (2, 3, 5)])
+               [(f"T{T}_noise{n}", f"T = {T}", FIG6_FIELD, FIG6_COLUMN) for T in FIG6_TOKENS])
               for n in ("0.00", "0.50")]
+
+    def limits(axes):
+        for ax in axes:
+            ax.set_xlim(*FIG6_XLIM)
+
     return _adam_figure(6, root, out, panels,
                         r"Figure 6: T tokens, $\beta$ = 1, $\lambda$ = 0.001, d = 100",
-                        "test error (fresh noisy label)", r"$\alpha\,(K - 1)/2$, K = T(T+1)/2",
-                        x_scale=lambda f: 1.0 / _alpha_of_x(1.0, f.T), **kw)
+                        "test error (clean label)", r"$\alpha\,(K - 1)$, K = T(T+1)/2",
+                        x_scale=lambda f: fig6_x_scale(f.T), extra=limits, **kw)
 
 
 # ---------------------------------------------------------------- finite-size allowance
