@@ -183,3 +183,58 @@ def test_committed_figure_records_hold_no_local_path() -> None:
     for path in records:
         bad = [s for s in strings(json.loads(path.read_text())) if s.startswith(("/", "~"))]
         assert not bad, (path.name, bad[:3])
+
+
+def test_the_authors_commit_is_read_and_checked(tmp_path) -> None:
+    """repo_commit reads a clone's HEAD through a branch ref, packed-refs or a detached
+    HEAD without git; commit_check names what it found against AUTHORS_COMMIT."""
+    git = tmp_path / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    assert pf.repo_commit(tmp_path) is None  # the ref is missing: unknown
+    assert pf.commit_check(tmp_path)["matches"] is None
+    (git / "packed-refs").write_text(f"# pack-refs\n{pf.AUTHORS_COMMIT} refs/heads/main\n")
+    check = pf.commit_check(tmp_path)
+    assert check["found"] == pf.AUTHORS_COMMIT and check["matches"]
+    other = "0123456789abcdef0123456789abcdef01234567"
+    (git / "refs" / "heads" / "main").write_text(other + "\n")  # a loose ref wins
+    check = pf.commit_check(tmp_path)
+    assert check["found"] == other and check["matches"] is False
+    assert other[:8] in check["message"] and pf.AUTHORS_COMMIT[:8] in check["message"]
+    (git / "HEAD").write_text(pf.AUTHORS_COMMIT + "\n")  # detached
+    assert pf.repo_commit(tmp_path) == pf.AUTHORS_COMMIT
+    assert pf.repo_commit(tmp_path / "nowhere") is None
+
+
+def test_figures_script_writes_beside_the_caller_not_into_the_checkout(tmp_path) -> None:
+    """benchmarks/paper/figures.py: output in ./paper-figures of the working directory by
+    default (never the checkout's docs/), the commit check printed first; a clone without
+    their data folders fails before computing anything, one without their files when it
+    reads them, both with exit 2 and what is missing named."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "paper" / "figures.py"
+    repo = tmp_path / "clone"
+    (repo / pf.MARKER).parent.mkdir(parents=True)
+    (repo / pf.MARKER).write_text("alpha\n0.1\n")
+    work = tmp_path / "work"
+    work.mkdir()
+
+    def run(*argv):
+        return subprocess.run([sys.executable, str(script), *argv, "--repo", str(repo)],
+                              cwd=work, capture_output=True, text=True, timeout=120)
+
+    out = run("--all")
+    assert out.returncode == 2, out.stderr
+    assert "not a readable git clone" in out.stdout
+    assert "missing from" in out.stderr and "data/more_tokens" in out.stderr
+    assert not (work / "paper-figures").exists()  # nothing computed, nothing written
+    for d in pf.DATA_FOLDERS:
+        (repo / d).mkdir(parents=True, exist_ok=True)
+    out = run("--figure", "6", "--saved-only")
+    assert out.returncode == 2, out.stderr
+    assert "more_tokens" in out.stderr and "Traceback" not in out.stderr
+    assert (work / "paper-figures").is_dir()
+    assert pf.ALL_ORDER == (1, 2, 3, 5, 4, 6) and set(pf.FIGURE_SETTINGS) == set(pf.FIGURES)

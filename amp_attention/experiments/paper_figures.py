@@ -46,6 +46,61 @@ FIG2_LREGS = (0.01, 0.002, 0.001, 0.0005, 0.0001, 1e-05)
 MARKER = "data/GD/GD_kappa_0.5_lreg_0.01_noise_0.5.csv"
 #: the authors' code and data (docs/paper.md names the commit the figures were drawn from)
 AUTHORS_REPOSITORY = "PenombraET/ExtensiveAttention"
+#: the commit of their repository whose data the committed figures and docs/paper.md use
+AUTHORS_COMMIT = "614c5fbe476bdbc6e195bf349cc99ecd1b504c4c"
+
+
+#: the folders of their data/ the six figures read
+DATA_FOLDERS = ("data/SE", "data/GD", "data/spectra", "data/beta", "data/seq2seq",
+                "data/more_tokens")
+
+
+def missing_data(root: Path) -> list[str]:
+    """The folders of DATA_FOLDERS missing from the clone at ``root`` (checked before any
+    figure is computed: a run of all six takes tens of minutes)."""
+    return [d for d in DATA_FOLDERS if not (Path(root) / d).is_dir()]
+
+
+def repo_commit(root: Path) -> str | None:
+    """The commit checked out in the clone at ``root`` (its .git/HEAD, a branch ref resolved
+    through .git/refs or .git/packed-refs), or None where it is no git clone or the ref
+    cannot be read: plain file reads, no git executable needed."""
+    git = Path(root) / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    if not head.startswith("ref: "):
+        return head if len(head) == 40 else None
+    ref = head[5:]
+    try:
+        return (git / ref).read_text().strip()
+    except OSError:
+        pass
+    try:
+        for line in (git / "packed-refs").read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1] == ref:
+                return parts[0]
+    except OSError:
+        return None
+    return None
+
+
+def commit_check(root: Path) -> dict:
+    """{"found": the clone's commit or None, "expected": AUTHORS_COMMIT, "matches": bool or
+    None (unknown), "message": one line saying which it found}."""
+    found = repo_commit(root)
+    matches = None if found is None else found == AUTHORS_COMMIT
+    if found is None:
+        msg = (f"the authors' repository at {root} is not a readable git clone: its commit is "
+               f"unknown (the figures were made with {AUTHORS_COMMIT[:8]})")
+    elif matches:
+        msg = f"the authors' repository is at {found[:8]}, the commit the docs use"
+    else:
+        msg = (f"the authors' repository is at {found[:8]}, not {AUTHORS_COMMIT[:8]} (the "
+               "commit the docs use): their data may differ from what docs/paper.md quotes")
+    return {"found": found, "expected": AUTHORS_COMMIT, "matches": matches, "message": msg}
 
 
 def check_repo(repo: Path | str) -> Path:
@@ -999,6 +1054,19 @@ def adam_file_check(root: Path, key: str, theory_rows: list[dict],
     return out
 
 
+#: each figure's settings as docs/paper.md names them (``figures.py --all`` uses these);
+#: ALL_ORDER: Figure 5 before 4, whose beta 1 curves are Figure 5's
+FIGURE_SETTINGS: dict[int, dict] = {
+    1: {"points": 24, "mc_log2n": 11, "max_iter": 60, "prox_branch": "teacher"},
+    2: {"points": 12, "mc_log2n": 11, "max_iter": 500, "prox_branch": "teacher"},
+    3: {"points": 30, "mc_log2n": 12, "max_iter": 500, "prox_branch": "teacher"},
+    5: {"points": 10, "mc_log2n": 11, "max_iter": 500, "prox_branch": "teacher"},
+    4: {"points": 10, "mc_log2n": 11, "max_iter": 500, "prox_branch": "teacher"},
+    6: {"points": 10, "mc_log2n": 11, "max_iter": 500, "prox_branch": "teacher"},
+}
+ALL_ORDER = (1, 2, 3, 5, 4, 6)
+
+
 def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int = 12,
                 mc_log2n: int = 12, workers: int = 0, progress=None, max_iter: int = 500,
                 saved_only: bool = False, prox_branch: str = "teacher") -> dict:
@@ -1018,7 +1086,9 @@ def draw_figure(number: int, repo: Path | str, out: Path | str, *, points: int =
         raise ValueError(f"prox_branch must be one of {', '.join(choices)}, got {prox_branch!r}")
     res = fn(root, out, points=points, mc_log2n=mc_log2n, workers=workers, progress=progress,
              max_iter=max_iter, saved_only=saved_only, prox_branch=prox_branch)
-    res["parameters"] = {"repository": AUTHORS_REPOSITORY, "points": points,
+    check = commit_check(root)
+    res["parameters"] = {"repository": AUTHORS_REPOSITORY, "commit": check["found"],
+                         "commit_matches_docs": check["matches"], "points": points,
                          "mc_log2n": mc_log2n, "max_iter": max_iter, "prox_branch": prox_branch}
     res["not_converged"] = [{"curve": name, "alpha": r["alpha"], "status": r["status"]}
                             for name, rows in res["theory"].items() for r in rows
