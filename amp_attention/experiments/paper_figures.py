@@ -395,10 +395,13 @@ def _fig2_alphas(points: int, interp: float) -> np.ndarray:
     return np.unique(np.round(np.concatenate([np.linspace(0.05, 0.5, points), near]), 6))
 
 
-def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0) -> None:
+def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0,
+          x_scale: float = 1.0) -> None:
     """A Monte-Carlo error band (+- ``scale`` propagated standard errors) along a curve, and
-    a marker on every converged point with no converged neighbour (a line needs two)."""
+    a marker on every converged point with no converged neighbour (a line needs two);
+    abscissa alpha times ``x_scale``."""
     a, v = _curve_values(rows, field)
+    a = a * x_scale
     key = "test_error_noisy" if field == "train" else field
     err = np.array([math.nan if r["status"] != "converged" else
                     as_float((r.get("stderr") or {}).get("loss" if field == "train" else key))
@@ -810,6 +813,7 @@ def _adam_panel(ax, rows: list[dict], sim: dict[str, np.ndarray], field: str, si
     a, th = _curve_values(rows, field)
     if draw_theory:
         ax.plot(a * x_scale, th, "-", color=color, lw=1.5, label=f"engine SE, {label}")
+        _band(ax, rows, field, color, x_scale=x_scale)
     ax.errorbar(sim["alpha"] * x_scale, sim[sim_key], sim[f"{sim_key}_std"], fmt=marker, ms=2.5,
                 color=color, capsize=1.5, lw=0.6, alpha=0.8, label=f"authors' Adam, {label}")
 
