@@ -238,3 +238,25 @@ def test_figures_script_writes_beside_the_caller_not_into_the_checkout(tmp_path)
     assert "more_tokens" in out.stderr and "Traceback" not in out.stderr
     assert (work / "paper-figures").is_dir()
     assert pf.ALL_ORDER == (1, 2, 3, 5, 4, 6) and set(pf.FIGURE_SETTINGS) == set(pf.FIGURES)
+
+
+def test_docs_quote_figures_5_and_6_as_their_records_say() -> None:
+    """docs/paper.md's medians of their Adam against the engine's curves (the paragraph
+    "Against the curves ...") are those of the committed figure5.json and figure6.json
+    (test_vs_adam, in the records' order), to the digit quoted: a redrawn figure whose
+    numbers move fails here until the docs follow."""
+    import json
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "paper.md").read_text(encoding="utf-8")
+    start = text.index("Against the curves (median over each file's points")
+    para = text[start:text.index("No gaps:", start)]
+    quoted = re.findall(r"[+-]\d+\.\d %", para)
+    records = []
+    for n in (5, 6):
+        rec = json.loads((root / "docs" / "figures" / "paper" / f"figure{n}.json").read_text())
+        records += [f"{100 * v[v['their_column']]['median_rel']:+.1f} %"
+                    for v in rec["test_vs_adam"].values()]
+    assert quoted == records
