@@ -987,9 +987,9 @@ class MonteCarloChannel:
             self.last_branch_split = None
         else:
             px = self._prox(y, omega, V_eff, R)
-        if self.prox_branch == "teacher" and not self.teacher_alone:
-            px, split = teacher_branch(ch, y, omega, V_eff, ustar, px)
-            self.last_branch_split = float(split.mean())
+            if self.prox_branch == "teacher":
+                px, split = teacher_branch(ch, y, omega, V_eff, ustar, px)
+                self.last_branch_split = float(split.mean())
         self.n_failed += int(px.n_failed)
         self.n_evaluated += omega.shape[0]
         g = px.g_out

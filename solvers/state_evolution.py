@@ -751,8 +751,8 @@ def _averaged_solve(se: StateEvolution, start: np.ndarray, monitor=None) -> Aver
 def _refine_always(se: StateEvolution, x: np.ndarray) -> bool:
     """MonteCarloOptions.fresh_average "always": a converged point of a non-convex channel
     whose V is above the convexity certificate is refined by the fresh-draw average."""
-    return (se.mc is not None and se.mc.fresh_average == "always" and _noisy_rule_applies(se)
-            and not _prox_certified(se, float(x[2])))
+    return (se.mc is not None and se.mc.fresh_average == "always"
+            and _prox_may_jump(se, float(x[2])))
 
 
 #: a converged common-draws fixed point of a non-convex channel above its convexity
@@ -767,7 +767,7 @@ IMPRECISE_REL = 0.05
 def _imprecise(se: StateEvolution, x: np.ndarray, grad: np.ndarray) -> bool:
     """Whether a converged common-draws fixed point at x must be refined (IMPRECISE_REL, or
     no error can be propagated because a replica's hats leave the denoiser's domain)."""
-    if not (_noisy_rule_applies(se) and not _prox_certified(se, float(x[2]))):
+    if not _prox_may_jump(se, float(x[2])):
         return False
     try:
         err = fixed_point_stderr(se, x, np.asarray(grad, dtype=float)[:3])
@@ -786,6 +786,12 @@ def _prox_certified(se: StateEvolution, V: float) -> bool:
     label the channel's noise model produces (``convex_below_every_label``, docs/theory.md
     16.5): one minimiser, no jumps, the two prox branches one map."""
     return V < optional_member(se.model_channel, "convex_below_every_label")
+
+
+def _prox_may_jump(se: StateEvolution, V: float) -> bool:
+    """Whether the map of ``se`` at V may jump: an RQMC channel with a non-convex prox
+    (:func:`_noisy_rule_applies`) above its convexity certificate (:func:`_prox_certified`)."""
+    return _noisy_rule_applies(se) and not _prox_certified(se, V)
 
 
 def _stall_after(se: StateEvolution) -> int | None:

@@ -32,6 +32,7 @@ from amp_attention.files import atomic_write_json
 from amp_attention.jsonsafe import json_safe
 from amp_attention.progress import progress_bar
 
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = ap.add_mutually_exclusive_group(required=True)
