@@ -86,13 +86,34 @@ class PredictedSpectrum:
     def _curves(self) -> tuple:
         x_all, rho_all = self.law.curve(self.n_points)
         fs, ds = [], []
+        den = self.denoiser
         for lo, hi, shift, scale in self.pieces:
-            keep = (x_all >= lo) & (x_all <= hi)
-            fs.append((x_all[keep] - shift) / scale)
-            ds.append(rho_all[keep] * scale)
+            keep = (x_all > lo) & (x_all < hi)
+            x, rho = x_all[keep], rho_all[keep]
+            # each piece drawn from its support's edge: the cutoff (where f = 0 and the
+            # density of Shat need not vanish) is not a node of rho_B's curve, and sigma =
+            # sqrt(s) stretches the first nodes above it, so the edges are added and, for W,
+            # nodes uniform in sigma
+            extra = []
+            for ea, eb in self.law.intervals_x:
+                a, b = max(float(ea), lo), min(float(eb), hi)
+                if b <= a:
+                    continue
+                extra.extend((a, b))
+                if den.factorised:
+                    sa, sb = (math.sqrt(max((v - shift) / scale, 0.0)) for v in (a, b))
+                    extra.extend(np.clip(shift + scale * np.linspace(sa, sb, self.n_points // 4)[1:-1] ** 2,
+                                         a, b))
+            if extra:
+                xe = np.asarray(extra, dtype=float)
+                x = np.concatenate([x, xe])
+                rho = np.concatenate([rho, self.law.density(xe)])
+                order = np.argsort(x, kind="stable")
+                x, rho = x[order], rho[order]
+            fs.append((x - shift) / scale)
+            ds.append(rho * scale)
         # pieces meet at s = 0 (a two-sided map): the joining segment is the density's jump
         f, dens = np.concatenate(fs), np.concatenate(ds)
-        den = self.denoiser
         if not den.factorised:
             return f, dens, self.atom_S, None, None, None
         atom = max(0.0, 1.0 - self.rank_fraction)

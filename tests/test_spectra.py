@@ -61,7 +61,9 @@ def test_cdf_integrates_the_predicted_density(solved):
     x, rho = np.asarray(spec.eigenvalues), np.asarray(spec.density_S)
     assert pred.atom_S == pytest.approx(spec.atom_at_zero, abs=1e-9)
     cum = np.concatenate([[0.0], np.cumsum(0.5 * (rho[1:] + rho[:-1]) * np.diff(x))])
-    base = pred.cdf_S(x[0], left=True)
+    # the curve starts at its support's edge (s = 0 where the spectral map's cutoff is):
+    # F_S there includes the atom at 0, which the density curve does not carry
+    base = pred.cdf_S(x[0])
     for k in np.linspace(0, x.size - 1, 9).astype(int)[1:]:
         assert pred.cdf_S(x[k]) - base == pytest.approx(cum[k], abs=2e-3)
     assert pred.cdf_S(x[-1] * 1.01) == pytest.approx(1.0, abs=1e-9)
@@ -181,3 +183,21 @@ def test_bulk_components_match_a_sampled_matrix():
     xs = np.concatenate([np.linspace(*edges[0], 5), np.linspace(*edges[1], 7)])
     counted = 1.0 - np.array([np.sum(s > x) for x in xs]) / d
     assert np.max(np.abs(counted - sp.cdf_S(xs))) <= 3 / math.sqrt(d)
+
+
+def test_density_curves_start_at_their_supports_edges(solved):
+    """Each piece of the continuous part is drawn from its edge (issue 57: Figure 1's W
+    curves started in mid-air, at sigma ~ 0.08 with density 0.25): every edge of
+    ``bulk_components`` is a node of the eigenvalue curve, and the singular-value curve
+    of a factorised learner has no gap wider than 2 % of its range."""
+    _, _, pred = solved
+    x = np.asarray(pred.eigenvalues)
+    edges, _ = pred.bulk_components
+    for lo, hi in edges:
+        assert np.min(np.abs(x - lo)) <= 1e-12 * max(1.0, abs(lo))
+        assert np.min(np.abs(x - hi)) <= 1e-12 * max(1.0, abs(hi))
+    if pred.denoiser.factorised:
+        sig, dens = np.asarray(pred.singular_values), np.asarray(pred.density_W)
+        assert np.max(np.diff(sig)) <= 0.02 * (sig[-1] - sig[0])
+        if edges[0, 0] <= 1e-12:  # the curve leaves sigma = 0 from density 0
+            assert sig[0] == 0.0 and dens[0] == 0.0
