@@ -42,14 +42,23 @@ def _erm(problem: Problem, lam: float, *, tol: float, mc: MonteCarloOptions | No
 
 
 def best_lam(problem: Problem, lam_range: tuple[float, float], *, tol: float = 1e-9,
-             mc: MonteCarloOptions | None = None) -> tuple[float, Any, int, bool]:
+             mc: MonteCarloOptions | None = None, quantity: str = "test_error",
+             xatol: float = LAM_XATOL) -> tuple[float, Any, int, bool]:
     """(lam*, its SE result, SE solves, lam* on a bound of the range) minimising the SE's
-    test error over lam in ``lam_range`` (bounded Brent in log10 lam; points whose SE
+    ``quantity`` (an SEResult field: "test_error", "test_error_noisy", "matrix_mse")
+    over lam in ``lam_range`` (bounded Brent in log10 lam to ``xatol``; points whose SE
     does not converge count as +inf).  Each solve is warm-started from the converged
     fixed point at the nearest lam already solved (continuation); the result at lam*
     is solved again from both starts, so that it is the SE's reported point there."""
     from scipy.optimize import minimize_scalar
 
+    if quantity not in ("test_error", "test_error_noisy", "matrix_mse"):
+        raise ValueError("quantity must be 'test_error', 'test_error_noisy' or 'matrix_mse', "
+                         f"got {quantity!r}")
+    if not (lam_range[0] > 0 and lam_range[1] > lam_range[0]):
+        raise ValueError(f"lam_range must satisfy 0 < lo < hi, got {lam_range!r}")
+    if not xatol > 0:
+        raise ValueError(f"xatol must be > 0 (log10 lam), got {xatol!r}")
     lo, hi = (math.log10(v) for v in lam_range)
     cache: dict[float, Any] = {}
 
@@ -63,14 +72,15 @@ def best_lam(problem: Problem, lam_range: tuple[float, float], *, tol: float = 1
         if x0 is not None and not r.success:
             r = _erm(problem, 10.0 ** x, tol=tol, mc=mc)
         cache[x] = r
-        return r.test_error if r.success and math.isfinite(r.test_error) else math.inf
+        v = getattr(r, quantity)
+        return v if r.success and math.isfinite(v) else math.inf
 
     # the bounded method never evaluates the end points: compare them explicitly
     objective(hi)
-    minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": LAM_XATOL})
+    minimize_scalar(objective, bounds=(lo, hi), method="bounded", options={"xatol": xatol})
     objective(lo)
-    x_best = min(cache, key=lambda x: (not cache[x].success, cache[x].test_error))
-    at_bound = min(abs(x_best - lo), abs(x_best - hi)) <= 2 * LAM_XATOL
+    x_best = min(cache, key=lambda x: (not cache[x].success, getattr(cache[x], quantity)))
+    at_bound = min(abs(x_best - lo), abs(x_best - hi)) <= 2 * xatol
     final = _erm(problem, 10.0 ** x_best, tol=tol, mc=mc)
     return 10.0 ** x_best, final, len(cache) + 1, at_bound
 

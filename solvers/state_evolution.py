@@ -1211,6 +1211,25 @@ def solve_state_evolution(
 LAM_ZERO_PATH = (1e-3, 1e-4, 1e-5)
 
 
+def teacher_test_error(problem: Problem, mc: MonteCarloOptions | None = None) -> dict[str, float]:
+    """The test errors of the teacher itself, overlaps m = q = Q0 (docs/theory.md's test
+    error at omega = u*): the alpha -> infinity limit of every learner that recovers S0,
+    and the floor of the test error against a fresh noisy label (the clean one is 0
+    there).  From the same test-only RQMC draws as the SE's reported test errors (a
+    Monte-Carlo channel; ``mc`` as :func:`solve_state_evolution`'s), with their
+    replica standard errors: {"test_error", "test_error_noisy", and "..._stderr"}."""
+    se = StateEvolution(problem, mc)
+    fields = getattr(se.channel, "test_fields", None)
+    tf = None if fields is None else fields(se.Q0, se.Q0, se.Q0)
+    if tf is None:
+        raise ValueError("teacher_test_error needs a Monte-Carlo channel with test-only draws "
+                         f"(task {problem.task.channel!r}; mc.test_log2_n = 0 has none)")
+    mean = tf.mean(axis=0)
+    err = tf.std(axis=0, ddof=1) / math.sqrt(tf.shape[0])
+    return {"test_error": float(mean[0]), "test_error_stderr": float(err[0]),
+            "test_error_noisy": float(mean[1]), "test_error_noisy_stderr": float(err[1])}
+
+
 def _lam_zero_by_continuation(problem: Problem, t0: float, **kw) -> SEResult:
     """lam = 0 above the interpolation threshold as the end of the path lam = LAM_ZERO_PATH,
     then 0, each solve started from the previous fixed point (warm start)."""

@@ -260,3 +260,223 @@ def test_docs_quote_figures_5_and_6_as_their_records_say() -> None:
         records += [f"{100 * v[v['their_column']]['median_rel']:+.1f} %"
                     for v in rec["test_vs_adam"].values()]
     assert quoted == records
+
+
+#: the notebook's axis limits (visualisation.ipynb, the cells saving figures/FigureN.pdf):
+#: Figure 1 ``ax4.set_xlim(0.03, 60)``, ``ax4.set_ylim(0,0.55)``, ``ax5.set_xlim(0.03, 40)``,
+#: ``ax5.set_ylim(0,1.2)``, spectra ``set_ylim(0, x_max_hist)`` with x_max_hist = 1.6;
+#: Figure 2 ``plt.xlim(0.05, 0.5)``, ``plt.ylim(0.1, 0.55)`` then ``plt.xlim(0.05, 0.4)``,
+#: ``plt.yscale('log')``; Figure 3 ``plt.xlim(0.005, 0.5)`` then ``plt.xlim((0,1))``,
+#: ``plt.ylim((0., 0.55))``; Figure 4 ``plt.xlim(0.005, 0.3)`` then ``plt.xlim((0,0.5))``,
+#: ``plt.ylim((0., 0.04))``; Figures 5 and 6 ``xlim(0, 0.5)`` (panel, xlim, ylim or None,
+#: y scale or None), in the order the records list their axes
+NOTEBOOK_AXES = {
+    1: [(i, None, (0.0, 1.6), None) for i in range(4)]
+       + [(4, (0.03, 60.0), (0.0, 0.55), None), (5, (0.03, 40.0), (0.0, 1.2), None)],
+    2: [(0, (0.05, 0.5), (0.1, 0.55), None), (1, (0.05, 0.4), None, "log")],
+    4: [(0, (0.005, 0.3), None, None), (1, (0.0, 0.5), (0.0, 0.04), None)],
+    5: [(0, (0.0, 0.5), None, None), (1, (0.0, 0.5), None, None)],
+    6: [(0, (0.0, 0.5), None, None), (1, (0.0, 0.5), None, None)],
+}
+
+
+@pytest.mark.parametrize("number", sorted(NOTEBOOK_AXES))
+def test_committed_figures_have_the_notebooks_axes(number: int) -> None:
+    """The committed figure's panels (its record's ``axes``, read off the drawn figure) have
+    the limits and scales of the notebook's cell; every panel is recorded."""
+    import json
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).resolve().parents[1] / "docs" / "figures" / "paper"
+                      / f"figure{number}.json").read_text())
+    axes = rec["axes"]
+    for i, xlim, ylim, yscale in NOTEBOOK_AXES[number]:
+        if xlim is not None:
+            assert axes[i]["xlim"] == pytest.approx(list(xlim)), (number, i)
+        if ylim is not None:
+            assert axes[i]["ylim"] == pytest.approx(list(ylim)), (number, i)
+        if yscale is not None:
+            assert axes[i]["yscale"] == yscale, (number, i)
+
+
+@pytest.mark.parametrize("number", [1, 2, 4, 5, 6])
+def test_committed_figures_band_every_theory_curve(number: int) -> None:
+    """Every theory curve a committed figure draws has its +-2 standard-error band at each
+    converged point (the record's ``bands``: one entry per drawn curve and field), the
+    record names the authors' commit, and every SE curve of the record is banded in it."""
+    import json
+    from pathlib import Path
+
+    rec = json.loads((Path(__file__).resolve().parents[1] / "docs" / "figures" / "paper"
+                      / f"figure{number}.json").read_text())
+    assert rec["parameters"]["commit"] == pf.AUTHORS_COMMIT
+    bands = rec["bands"]
+    assert bands
+    for name, b in bands.items():
+        assert b["scale"] == 2.0 and b["points"] >= 1, name
+        assert b["banded"] == b["points"], name  # no converged point without its error
+        assert b["max_halfwidth"] is not None and b["max_halfwidth"] >= 0.0, name
+    banded_curves = {k.split(":")[0] for k in bands}
+    drawn = {k for k in rec["theory"] if not k.endswith("_split")}
+    if number == 4:  # Figure 4 draws Figure 5's beta 1 curves: all it has are banded
+        assert drawn == banded_curves
+    elif number == 2:  # the teacher-branch curves (the main ones) are banded
+        assert {k for k in drawn if k.endswith(rec["prox_branch"])} <= banded_curves
+    else:
+        assert drawn <= banded_curves, drawn - banded_curves
+
+
+def test_teacher_test_error_is_the_floor_of_the_noisy_test_error() -> None:
+    """teacher_test_error: at m = q = Q0 the clean test error is 0 and the noisy one the
+    label noise's own; 0 without label noise; the SE's noisy test error falls to it from
+    above as alpha grows (1 -> 5, lreg 0.01, kappa0 0.05, Delta 0.05: within 10 %)."""
+    from amp_attention.paper import PaperSetting
+    from amp_attention.solvers.state_evolution import (MonteCarloOptions, solve_state_evolution,
+                                                       teacher_test_error)
+
+    mc = MonteCarloOptions(log2_n=10, coarse_log2_n=10, seed=0)
+    floor = teacher_test_error(PaperSetting(1.0, 0.01, 0.05, 0.05).problem(), mc)
+    assert floor["test_error"] == 0.0 and floor["test_error_noisy"] > 0.0
+    assert floor["test_error_noisy_stderr"] < 1e-3 * floor["test_error_noisy"]
+    clean = teacher_test_error(PaperSetting(1.0, 0.01, 0.05, 0.0).problem(), mc)
+    assert clean["test_error_noisy"] == 0.0
+    louder = teacher_test_error(PaperSetting(1.0, 0.01, 0.05, 0.2).problem(), mc)
+    assert louder["test_error_noisy"] > 2 * floor["test_error_noisy"]
+    errs = [solve_state_evolution(PaperSetting(a, 0.01, 0.05, 0.05).problem(), mc=mc)
+            for a in (1.0, 5.0)]
+    assert all(r.success for r in errs)
+    f = floor["test_error_noisy"]
+    assert errs[0].test_error_noisy > errs[1].test_error_noisy > f
+    assert errs[1].test_error_noisy - f < 0.1 * f
+
+
+def test_best_lam_names_its_quantity_and_range() -> None:
+    from amp_attention.spec import Learner, Problem, Task, WishartTarget
+    from amp_attention.solvers.compare import best_lam
+
+    p = Problem(Task("linear", L=1, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.05),
+                alpha=0.5)
+    with pytest.raises(ValueError, match="quantity"):
+        best_lam(p, (1e-3, 1.0), quantity="train_error")
+    with pytest.raises(ValueError, match="lam_range"):
+        best_lam(p, (1.0, 1e-3))
+    with pytest.raises(ValueError, match="xatol"):
+        best_lam(p, (1e-3, 1.0), xatol=0.0)
+
+
+@pytest.mark.parametrize("quantity", ["test_error_noisy", "matrix_mse"])
+def test_best_lam_minimises_the_quantity_asked(quantity: str) -> None:
+    """best_lam's lam* is no worse than any lam of a 25-point log grid in the quantity it
+    was asked to minimise (a closed-form channel: no Monte-Carlo noise)."""
+    import dataclasses
+
+    from amp_attention.spec import Learner, Problem, Task, WishartTarget
+    from amp_attention.solvers.compare import best_lam
+    from amp_attention.solvers.state_evolution import solve_state_evolution
+
+    p = Problem(Task("linear", L=1, noise=0.3), WishartTarget(0.3), Learner(1.0, 0.05),
+                alpha=0.4)
+    lam, r, _, at_bound = best_lam(p, (1e-3, 3.0), quantity=quantity)
+    assert r.success and not at_bound
+    best = getattr(r, quantity)
+    grid = [getattr(solve_state_evolution(dataclasses.replace(
+        p, learner=dataclasses.replace(p.learner, lam=float(v)))), quantity)
+        for v in np.geomspace(1e-3, 3.0, 25)]
+    assert best <= min(grid) + 1e-6 * abs(min(grid))
+
+
+def test_fig1_ks_is_small_for_a_sample_of_the_law_and_sees_a_shift() -> None:
+    """fig1_ks against samples of the engine's own law of W's singular values (inverse CDF
+    on a fine grid, 20000 values, their small ones blurred as Adam's are: uniform on
+    [0, 0.05) for the atom): about the 1/sqrt(n) of a KS statistic; 10 % larger values:
+    far off."""
+    from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
+    from amp_attention.solvers.state_evolution import solve_state_evolution
+    from amp_attention.spec import Learner, Problem, Task, WishartTarget
+
+    p = Problem(Task("linear", L=1, noise=0.1), WishartTarget(0.5), Learner(1.0, 0.05),
+                alpha=0.5)
+    sp = PredictedSpectrum.from_se(p, solve_state_evolution(p))
+    grid = np.linspace(0.0, 4.0, 4001)
+    F = sp.cdf_W(grid, 100, 100)
+    u = np.random.default_rng(0).uniform(size=20000)
+    x = grid[np.minimum(np.searchsorted(F, u), grid.size - 1)]
+    rng = np.random.default_rng(1)
+    x = np.where(x == 0.0, rng.uniform(0.0, pf.FIG1_ZERO_SIGMA, x.size), x)
+    assert sp.atom_at_zero_W > 0.2  # the atom matters here
+    assert pf.fig1_ks(x, sp) < 3.0 / math.sqrt(x.size)
+    assert pf.fig1_ks(1.1 * x, sp) > 0.03
+
+
+def _docs_section(title: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "paper.md").read_text(encoding="utf-8")
+    start = text.index(title)
+    end = text.find("\n### ", start + len(title))
+    end2 = text.find("\n## ", start + len(title))
+    ends = [e for e in (end, end2) if e > 0]
+    return text[start:min(ends) if ends else len(text)]
+
+
+def _record(number: int) -> dict:
+    import json
+    from pathlib import Path
+
+    return json.loads((Path(__file__).resolve().parents[1] / "docs" / "figures" / "paper"
+                       / f"figure{number}.json").read_text())
+
+
+def _joined(values, fmt: str, sep: str = " / ") -> str:
+    return sep.join(format(v, fmt) for v in values)
+
+
+def test_docs_quote_figure1_as_its_record_says() -> None:
+    """Every number docs/paper.md's Figure 1 section quotes from the record, formatted from
+    the committed figure1.json: a redrawn figure whose numbers move fails here."""
+    sec = " ".join(_docs_section("### Figure 1:").split())
+    rec = _record(1)
+    sp = [rec["spectra"][k] for k in ("0.1", "0.5", "4", "40")]
+    adam = list(rec["test_vs_adam"].values())
+    split = rec["bulk_split"]
+    ranks = [rec["rank_vs_theirs"][k] for k in ("0.2", "0.5", "0.8")]
+    pieces, masses = sp[3]["pieces_sigma"], sp[3]["masses"]
+    phrases = [
+        f"their largest, {_joined([s['their_largest'] for s in sp], '.3f')} at alpha",
+        f"upper edges {_joined([s['engine_largest'] for s in sp], '.3f')}",
+        f"the atom at 0, {_joined([s['atom_at_zero_W'] for s in sp], '.2f')} of",
+        f"Kolmogorov distances {_joined([s['ks_their_adam'] for s in sp], '.3f')}",
+        f"two pieces, [{pieces[0][0]:.3f}, {pieces[0][1]:.3f}] and [{pieces[1][0]:.3f}, "
+        f"{pieces[1][1]:.3f}], of mass {masses[0]:.3f} and {masses[1]:.3f}",
+        f"median difference {adam[0]['median_diff']:+.4f} and {adam[1]['median_diff']:+.4f}, "
+        f"{adam[0]['median_z']:+.2f} and {adam[1]['median_z']:+.2f} run-to-run standard "
+        f"deviations (largest {adam[0]['max_abs_z']:.1f} and {adam[1]['max_abs_z']:.1f}) over "
+        f"{adam[0]['n']} and {adam[1]['n']} points",
+        f"median differences {_joined([r['median_diff'] for r in ranks], '+.1e')}",
+        f"largest {_joined([r['max_abs_diff_inside_axis'] for r in ranks], '.4f')} inside",
+        f"alpha = {split['0.2']['alpha']:.4f} (bracket {split['0.2']['bracket'][0]:.4f}-"
+        f"{split['0.2']['bracket'][1]:.4f}) for kappa0 0.2 and {split['0.5']['alpha']:.3f} "
+        f"({split['0.5']['bracket'][0]:.3f}-{split['0.5']['bracket'][1]:.3f}) for kappa0 0.5",
+        f"({split['0.2']['upper_mass']:.4f} and {split['0.5']['upper_mass']:.4f})",
+    ]
+    assert split["0.8"]["alpha"] is None and "none up to alpha 60 for kappa0 0.8" in sec
+    missing = [p for p in phrases if p not in sec]
+    assert not missing, missing
+
+
+def test_docs_quote_figure2_as_its_record_says() -> None:
+    """docs/paper.md's Figure 2 table (the engine against their SE tables) and its Adam
+    medians are those of the committed figure2.json."""
+    sec = " ".join(_docs_section("### Figure 2:").split())
+    rec = _record(2)
+    tables = rec["test_vs_their_tables"][rec["prox_branch"]]
+    for lr, v in tables.items():
+        name = "0 (lambda -> 0+)" if lr == "0" else lr
+        row = (f"| {name} | {v['median_diff']:+.4f} | {v['median_abs_z']:.2f} / "
+               f"{v['max_abs_z']:.1f} | {v['beyond_3']} of {v['n']} |")
+        assert row in sec, row
+    for lr, v in rec["test_vs_adam"].items():
+        name = {"0.0001": "1e-4", "1e-05": "1e-5"}.get(lr, lr)
+        phrase = (f"{name} {v['median_diff']:+.4f} ({v['median_z']:.2f} / "
+                  f"{v['max_abs_z']:.1f})")
+        assert phrase in sec, phrase

@@ -165,15 +165,7 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
             r = solve_state_evolution(p, mc=mc, x0=x0, max_iter=max_iter)
             if x0 is not None and not r.success:  # continuation failed: a cold solve
                 r = solve_state_evolution(p, mc=mc, max_iter=max_iter)
-            row = {"alpha": p.alpha, "lam": p.learner.lam, "status": r.status.value,
-                   "m": r.m, "q": r.q, "V": r.V, "test_error": r.test_error,
-                   "test_error_noisy": r.test_error_noisy, "matrix_mse": r.matrix_mse,
-                   "loss": r.loss, "m_hat": r.m_hat, "q_hat": r.q_hat, "V_hat": r.V_hat,
-                   "rank_fraction": r.rank_fraction, "stderr": dict(r.mc_stderr or {}),
-                   "vhat_jump_share": r.vhat_jump_share, "seconds": r.seconds,
-                   "prox_branch": r.prox_branch, "prox_branch_split": r.prox_branch_split,
-                   "mc_convergence": r.mc_convergence, "method": r.method,
-                   "paper": to_paper_columns(r, p.alpha)}
+            row = _se_row(p, r)
             store.write(key, row)
         # continue from a converged point; the lam = 0 interpolator (V infinite) is no start
         if row["status"] == "converged" and all(
@@ -186,12 +178,85 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     return out
 
 
+def _se_row(p: Problem, r) -> dict:
+    """A checkpoint row of an SE result (what every figure's record holds per point)."""
+    return {"alpha": p.alpha, "lam": p.learner.lam, "status": r.status.value,
+            "m": r.m, "q": r.q, "V": r.V, "test_error": r.test_error,
+            "test_error_noisy": r.test_error_noisy, "matrix_mse": r.matrix_mse,
+            "loss": r.loss, "m_hat": r.m_hat, "q_hat": r.q_hat, "V_hat": r.V_hat,
+            "rank_fraction": r.rank_fraction, "stderr": dict(r.mc_stderr or {}),
+            "mc_error_method": r.mc_error_method,
+            "vhat_jump_share": r.vhat_jump_share, "seconds": r.seconds,
+            "prox_branch": r.prox_branch, "prox_branch_split": r.prox_branch_split,
+            "mc_convergence": r.mc_convergence, "method": r.method,
+            "paper": to_paper_columns(r, p.alpha)}
+
+
+#: Figure 3's search range of the SE-optimal lambda, in their lreg (engine lam = lreg / 2):
+#: their Adam cross-validation found 5e-6 .. 0.044 (noisy), their SE_L2 file 0.0039 .. 0.017;
+#: a solve below 1e-3 costs minutes (the small-lambda band); an optimum on a bound is flagged
+FIG3_LREG_RANGE = (1e-3, 0.3)
+#: the search's resolution in log10 lreg (7 % in lambda; the test error is flat there)
+FIG3_LOG10_TOL = 0.03
+
+
+def se_optimal_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, *,
+                     lreg_range: tuple[float, float] = FIG3_LREG_RANGE,
+                     saved_only: bool = False, prox_branch: str = "global",
+                     seed: int = 0) -> list[dict]:
+    """The SE at its own optimal lambda along ``problems`` (their lambda is ignored):
+    at each alpha, lam* minimising the SE's test error against a fresh noisy label (the
+    quantity the paper plots) by :func:`solvers.compare.best_lam` over their lreg in
+    ``lreg_range``; each finished alpha saved in ``checkpoint`` (rows as
+    :func:`se_curve`'s, plus ``lreg_opt``, ``lreg_at_bound`` and ``solves``)."""
+    import dataclasses
+
+    from ..solvers.state_evolution import MonteCarloOptions
+    from ..solvers.compare import best_lam
+
+    store = CheckpointFile(checkpoint)
+    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
+                           prox_branch=prox_branch)
+    out = []
+    for p in problems:
+        key = (f"alpha={p.alpha!r},optimal,lreg={lreg_range[0]!r}..{lreg_range[1]!r},"
+               f"branch={prox_branch}")
+        row = store.read(key)
+        if row is None and saved_only:
+            out.append({"alpha": p.alpha, "status": "not computed"})
+            continue
+        if row is None:
+            lam, r, solves, at_bound = best_lam(
+                p, (lreg_range[0] / 2.0, lreg_range[1] / 2.0), mc=mc,
+                quantity="test_error_noisy", xatol=FIG3_LOG10_TOL)
+            row = _se_row(dataclasses.replace(p, learner=dataclasses.replace(p.learner, lam=lam)), r)
+            row.update(lam=lam, lreg_opt=2.0 * lam, lreg_at_bound=bool(at_bound), solves=solves)
+            store.write(key, row)
+        out.append(row)
+    return out
+
+
+def _optimal_task(problems: list[Problem], checkpoint: str, mc_log2n: int,
+                  saved_only: bool, prox_branch: str) -> list[dict]:
+    return se_optimal_curve(problems, Path(checkpoint), mc_log2n, saved_only=saved_only,
+                            prox_branch=prox_branch)
+
+
 def _curve_task(problems: list[Problem], checkpoint: str, mc_log2n: int,
                 max_iter: int, saved_only: bool = False,
                 prox_branch: str = "global", fresh_average: str = "stall") -> list[dict]:
     return se_curve(problems, Path(checkpoint), mc_log2n, max_iter=max_iter,
                     saved_only=saved_only, prox_branch=prox_branch,
                     fresh_average=fresh_average)
+
+
+def axes_record(fig) -> list[dict]:
+    """Each panel's limits, scales and labels as drawn (for the figure's record, which the
+    tests hold against the notebook's cells)."""
+    return [{"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+             "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+             "xlim": [float(v) for v in ax.get_xlim()], "ylim": [float(v) for v in ax.get_ylim()]}
+            for ax in fig.axes]
 
 
 def _run_curves(curves: dict[str, list[Problem]], out: Path, mc_log2n: int, workers: int,
@@ -213,6 +278,12 @@ FIG1_KAPPAS = (0.2, 0.5, 0.8)
 FIG1_SPECTRA = (0.1, 0.5, 4.0, 40.0)
 #: their lambda in Figure 1 (engine lam = lreg / 2), logit noise Delta 0.5
 FIG1_LREG = 0.01
+#: the notebook's Figure 1 cell: colours (myblue, myred, mybluelight, the rank curves'),
+#: the test panel's and the rank panel's alpha limits
+FIG1_BLUE, FIG1_RED, FIG1_GREY = "#0a6ed3", "#d30a6e", "#989898"
+FIG1_RANK_COLORS = ("#d30a6e", "#0a6ed3", "#64c108")
+FIG1_TEST_XLIM = (0.03, 60.0)
+FIG1_RANK_XLIM = (0.03, 40.0)
 
 
 def _fig1_problem(alpha: float, kappa0: float) -> Problem:
@@ -239,11 +310,12 @@ def _pieces(row: dict, kappa0: float) -> tuple[int, float]:
 
 
 def bulk_split(rows: list[dict], kappa0: float, checkpoint: Path, mc_log2n: int,
-               max_iter: int, iters: int = 7) -> dict:
+               max_iter: int, iters: int = 7, saved_only: bool = False) -> dict:
     """alpha where the continuous spectrum of Shat splits in two, by bisection in log alpha
     between the last saved SE row with one piece and the next with two (each bisection
     point an SE solve continued from the lower end, saved in ``checkpoint``); None
-    where no row of ``rows`` has two pieces."""
+    where no row of ``rows`` has two pieces.  ``saved_only``: the bisection as far as
+    ``checkpoint`` holds it."""
     ok = [r for r in rows if r["status"] == "converged"]
     pieces = [_pieces(r, kappa0)[0] for r in ok]
     j = next((i for i, n in enumerate(pieces) if n >= 2), None)
@@ -253,7 +325,8 @@ def bulk_split(rows: list[dict], kappa0: float, checkpoint: Path, mc_log2n: int,
     for _ in range(iters):
         a = math.sqrt(lo["alpha"] * hi["alpha"])
         (r,) = se_curve([_fig1_problem(a, kappa0)], checkpoint, mc_log2n,
-                        max_iter=max_iter, x0=(lo["m"], lo["q"], lo["V"]))
+                        max_iter=max_iter, x0=(lo["m"], lo["q"], lo["V"]),
+                        saved_only=saved_only)
         if r["status"] != "converged":
             break
         if _pieces(r, kappa0)[0] >= 2:
@@ -269,7 +342,8 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             prox_branch: str = "global") -> dict:
     """Top: singular values of W at alpha 0.1, 0.5, 4, 40 (kappa0 0.5); bottom left: test
     error against alpha; bottom right: rank fraction against alpha, kappa0 0.2 / 0.5 / 0.8,
-    with the bulk split.  Softmax L = 2, lambda 0.01, Delta 0.5 (logit_goe)."""
+    with the bulk split.  Softmax L = 2, lambda 0.01, Delta 0.5 (logit_goe).  Layout,
+    limits and colours of the notebook's Figure 1 cell."""
     from ..plotting import plt, save_figure
 
     alphas = np.unique(np.concatenate([np.geomspace(0.02, 60.0, points), FIG1_SPECTRA]))
@@ -279,35 +353,36 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     splits = {}
     for k in FIG1_KAPPAS:
         name = f"fig1_kappa0_{k:g}"
-        splits[f"{k:g}"] = (bulk_split(theory[name], k, out / f"points_{name}_split.json",
-                                       mc_log2n, max_iter) if not saved_only else
-                            {"alpha": None, "bracket": None, "upper_mass": None})
+        splits[f"{k:g}"] = bulk_split(theory[name], k, out / f"points_{name}_split.json",
+                                      mc_log2n, max_iter, saved_only=saved_only)
     fig = plt.figure(figsize=(10.0, 6.2))
     grid = fig.add_gridspec(2, 4, height_ratios=(1.0, 1.35))
     rows5 = {r["alpha"]: r for r in _converged(theory["fig1_kappa0_0.5"])}
     target_sigma = np.linspace(1e-3, 2.2, 600)
     tm = fig1_target_sigma_density(0.5, target_sigma)
-    spectra = {}
+    spectra, bands = {}, {}
     for i, a in enumerate(FIG1_SPECTRA):
         ax = fig.add_subplot(grid[0, i])
         ev = np.loadtxt(root / f"data/spectra/spectrum_alpha_{a}_kappa_0.5_lreg_0.01_noise_0.5.csv",
                         skiprows=1, ndmin=1)
-        ax.hist(ev, bins=np.linspace(0.0, 2.2, 45), density=True, color="0.8",
+        ax.hist(ev, bins=np.linspace(0.0, 2.2, 45), density=True, color=FIG1_GREY, alpha=0.5,
                 label="authors' Adam, d = 100 (all runs)")
-        ax.plot(target_sigma, tm, "--", color="tab:pink", lw=1.2, label="target $S_0$")
+        ax.plot(target_sigma, tm, "--", color=FIG1_RED, lw=1.2, label="target $S_0$")
         if a in rows5:
             sp = fig1_spectrum(rows5[a], 0.5)
-            ax.plot(sp.singular_values, sp.density_W, color="tab:blue", lw=1.5,
-                    label="engine SE (continuous part)")
-            ax.axvline(0.0, color="tab:blue", lw=1.5)
+            ax.plot(sp.singular_values, sp.density_W, color=FIG1_BLUE, lw=1.5,
+                    label="engine SE (continuous part; the atom at 0 as a bar)")
+            ax.axvline(0.0, color=FIG1_BLUE, lw=1.5)
             edges, masses = sp.bulk_components
+            ks = fig1_ks(ev, sp)
             spectra[f"{a:g}"] = {"atom_at_zero_W": sp.atom_at_zero_W,
                                  "pieces_sigma": np.sqrt(np.maximum(edges, 0.0)).tolist(),
                                  "masses": masses.tolist(),
                                  "their_largest": float(ev.max()),
-                                 "engine_largest": float(np.sqrt(max(edges[-1, 1], 0.0)))}
-            ax.text(0.97, 0.95, f"atom {sp.atom_at_zero_W:.2f}", transform=ax.transAxes,
-                    ha="right", va="top", fontsize=7, color="tab:blue")
+                                 "engine_largest": float(np.sqrt(max(edges[-1, 1], 0.0))),
+                                 "ks_their_adam": ks}
+            ax.text(0.97, 0.95, f"atom {sp.atom_at_zero_W:.2f}\nKS {ks:.3f}",
+                    transform=ax.transAxes, ha="right", va="top", fontsize=7, color=FIG1_BLUE)
         ax.set_title(f"$\\alpha$ = {a:g}", fontsize=9)
         ax.set_ylim(0.0, 1.6)
         ax.set_xlim(-0.1, 2.3)
@@ -316,60 +391,105 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             ax.set_ylabel("density")
             top = ax
     ax1 = fig.add_subplot(grid[1, :2])
-    rs = _converged(theory["fig1_kappa0_0.5"])
-    ax1.plot([r["alpha"] for r in rs], [r["test_error_noisy"] for r in rs], color="tab:blue",
-             lw=1.5, label="engine SE")
+    rows = theory["fig1_kappa0_0.5"]
+    a5, test5 = _curve_values(rows, "test_error_noisy")
+    ax1.plot(a5, test5, color=FIG1_BLUE, lw=1.5, label="engine SE")
+    bands["fig1_kappa0_0.5:test_error_noisy"] = _band(ax1, rows, "test_error_noisy", FIG1_BLUE)
     se = read_table(root, "data/spectra/SE_kappa_0.5_lreg_0.01_noise_0.5.csv")
     ax1.plot(se["alpha"], se["test"], ":", color="k", lw=1.0, label="authors' SE")
     summary = {}
     for rel, mk, color, label in (
             ("data/spectra/GD_kappa_0.5_lreg_0.01_noise_0.5.csv", "x", "k", "Adam, $\\kappa$ = 1"),
-            ("data/spectra/GD_kappa_student_0.75_kappa_0.5_lreg_0.01_noise_0.5.csv", "o", "tab:pink",
-             "Adam, $\\kappa$ = 0.75")):
+            ("data/spectra/GD_kappa_student_0.75_kappa_0.5_lreg_0.01_noise_0.5.csv", ".",
+             FIG1_RED, "Adam, $\\kappa$ = 0.75")):
         gd = read_table(root, rel)
-        ax1.errorbar(gd["alpha"], gd["test_error_mean"], gd["test_error_std"], fmt=mk, ms=3.5,
+        ax1.errorbar(gd["alpha"], gd["test_error_mean"], gd["test_error_std"], fmt=mk, ms=4,
                      color=color, capsize=2, lw=0.8, label=f"authors' {label}")
-        summary[label] = _deviation(np.array([r["alpha"] for r in rs]),
-                                    np.array([r["test_error_noisy"] for r in rs]),
-                                    gd["alpha"], gd["test_error_mean"], gd["test_error_std"])
+        summary[label] = _deviation(a5, test5, gd["alpha"], gd["test_error_mean"],
+                                    gd["test_error_std"])
     for a in FIG1_SPECTRA:
         ax1.axvline(a, color="grey", ls="--", lw=0.8)
     ax1.set_xscale("log")
     ax1.set_xlabel(r"$\alpha = n/d^2$")
     ax1.set_ylabel("test error (fresh noisy label)")
+    ax1.set_xlim(*FIG1_TEST_XLIM)
     ax1.set_ylim(0.0, 0.55)
-    ax1.legend(fontsize=7)
+    ax1.legend(fontsize=7, frameon=False)
     ax2 = fig.add_subplot(grid[1, 2:])
     ranks = {}
-    for k, color in zip(FIG1_KAPPAS, ("tab:pink", "tab:blue", "tab:green")):
-        rk = _converged(theory[f"fig1_kappa0_{k:g}"])
-        a = np.array([r["alpha"] for r in rk])
-        frac = np.array([r["rank_fraction"] for r in rk])
+    for k, color in zip(FIG1_KAPPAS, FIG1_RANK_COLORS):
+        name = f"fig1_kappa0_{k:g}"
+        a, frac = _curve_values(theory[name], "rank_fraction")
         ax2.plot(a, frac, color=color, lw=1.5, label=f"engine, $\\kappa_0$ = {k:g}")
+        bands[f"{name}:rank_fraction"] = _band(ax2, theory[name], "rank_fraction", color)
         theirs = read_table(root, f"data/spectra/rank_kappa_{k:g}_lreg_0.01_noise_0.5.csv")
         ax2.plot(theirs["alpha"], theirs["rank"], ":", color="k", lw=0.9)
-        inside = (theirs["alpha"] >= a.min()) & (theirs["alpha"] <= a.max())
-        diff = theirs["rank"][inside] - np.interp(theirs["alpha"][inside], a, frac)
+        fin = np.isfinite(frac)
+        inside = (theirs["alpha"] >= a[fin].min()) & (theirs["alpha"] <= a[fin].max())
+        diff = theirs["rank"][inside] - np.interp(theirs["alpha"][inside], a[fin], frac[fin])
+        shown = inside & (theirs["alpha"] >= FIG1_RANK_XLIM[0]) & (theirs["alpha"] <= FIG1_RANK_XLIM[1])
         ranks[f"{k:g}"] = {"max_abs_diff_vs_their_rank": float(np.max(np.abs(diff))),
-                           "median_diff": float(np.median(diff))}
+                           "median_diff": float(np.median(diff)),
+                           "max_abs_diff_inside_axis": float(np.max(np.abs(
+                               theirs["rank"][shown] - np.interp(theirs["alpha"][shown], a[fin],
+                                                                 frac[fin]))))}
         sp = splits[f"{k:g}"]
         if sp["alpha"] is not None:
-            at = float(np.interp(sp["alpha"], a, frac))
+            at = float(np.interp(sp["alpha"], a[fin], frac[fin]))
             ax2.plot([sp["alpha"]] * 2, [sp["upper_mass"], at], color=color, lw=0.8)
             ax2.plot([sp["alpha"]], [sp["upper_mass"]], "o", color=color, ms=4)
-            ax2.plot([sp["alpha"], 60.0], [sp["upper_mass"]] * 2, "--", color=color, lw=1.2)
+            ax2.plot([sp["alpha"], FIG1_RANK_XLIM[1]], [sp["upper_mass"]] * 2, "--", color=color,
+                     lw=1.2)
     ax2.plot([], [], ":", color="k", lw=0.9, label="authors' rank files")
     ax2.plot([], [], "o--", color="grey", ms=4, label="bulk splits; upper piece's mass")
     ax2.set_xscale("log")
     ax2.set_xlabel(r"$\alpha = n/d^2$")
-    ax2.set_ylabel("rank fraction")
-    ax2.set_ylim(0.0, 1.05)
-    ax2.legend(fontsize=7, loc="upper left")
+    ax2.yaxis.set_label_position("right")
+    ax2.yaxis.tick_right()
+    ax2.set_ylabel("rank fraction", rotation=270, labelpad=14)
+    ax2.set_xlim(*FIG1_RANK_XLIM)
+    ax2.set_ylim(0.0, 1.2)
+    ax2.legend(fontsize=7, loc="upper left", ncol=2, frameon=False)
     path = out / "figure1.png"
+    axes = axes_record(fig)
     save_figure(fig, path, r"Figure 1: softmax, L = 2, $\lambda$ = 0.01, $\Delta$ = 0.5; "
-                r"spectra and test error at $\kappa_0$ = 0.5", legend_from=top, legend_columns=3)
-    return {"figure": 1, "png": str(path), "test_vs_adam": summary, "rank_vs_theirs": ranks,
-            "bulk_split": splits, "spectra": spectra, "theory": theory}
+                r"spectra and test error at $\kappa_0$ = 0.5; bands $\pm$ 2 s.e.",
+                legend_from=top, legend_columns=3,
+                note="The notebook's theory spectra omit the factor $\\hat m/\\hat\\sigma$ of the "
+                     "free convolution; the engine's are the SE's law (KS: its Kolmogorov "
+                     f"distance to their d = 100 singular values, those below {FIG1_ZERO_SIGMA:g} "
+                     "counted as zeros).  Axis limits are the notebook's; their unconverged "
+                     "rows ($\\alpha$ < 0.03, $\\alpha$ near 50) lie outside.")
+    return {"figure": 1, "png": str(path), "axes": axes, "test_vs_adam": summary, "rank_vs_theirs": ranks,
+            "bulk_split": splits, "spectra": spectra, "bands": bands, "theory": theory}
+
+
+#: Figure 1's Kolmogorov distances: singular values below this count as zeros (the
+#: histograms' first bin; Adam's zeros are not exact: at alpha 4, 27 % of their values lie
+#: between 1e-9 and 0.05, against the engine's atom 0.28)
+FIG1_ZERO_SIGMA = 0.05
+
+
+def fig1_ks(sigmas: np.ndarray, spectrum, d: int = 100, p: int = 100,
+            zero: float = FIG1_ZERO_SIGMA, nodes: int = 4001) -> float:
+    """Kolmogorov distance between their singular values and the engine's law of W's
+    (``spectrum.cdf_W`` for a p x d W), both mapped by x -> 0 below ``zero`` (the same
+    coarsening on both sides: the atom at 0 absorbs the law's mass below ``zero``).  The
+    law's CDF is continuous above 0: it is read at ``nodes`` points and interpolated
+    (error below the largest density times the spacing, ~1e-3)."""
+    from .spectrum_check import kolmogorov_distance
+
+    x = np.where(np.asarray(sigmas, dtype=float) < zero, 0.0, sigmas)
+    g = np.linspace(zero, max(float(np.max(x)), zero) * 1.001 + 1e-9, nodes)
+    Fg = spectrum.cdf_W(g, d, p)
+    below = float(spectrum.cdf_W(zero, d, p, left=True))
+
+    def cdf(v, left=False):
+        v = np.asarray(v, dtype=float)
+        return np.where(v < 0, 0.0, np.where(v == 0, 0.0 if left else below,
+                                             np.where(v < zero, below, np.interp(v, g, Fg))))
+
+    return kolmogorov_distance(x, cdf)
 
 
 def fig1_target_sigma_density(kappa0: float, sigma: np.ndarray) -> np.ndarray:
@@ -385,6 +505,11 @@ def fig1_target_sigma_density(kappa0: float, sigma: np.ndarray) -> np.ndarray:
 
 #: the paper's Figure 2 also shows the lambda -> 0+ curve (their lreg 0 table)
 FIG2_ZERO = 0.0
+#: the notebook's Figure 2 cell: one colour per lambda of FIG2_LREGS (the lambda -> 0+
+#: curve in FIG1_RED, their myred), the panels' alpha limits
+FIG2_COLORS = ("#0F2B5F", "#5991C7", "#8EC1E7", "#B9DBF1", "#D5A370", "#7B4F37")
+FIG2_TEST_XLIM = (0.05, 0.5)
+FIG2_TRAIN_XLIM = (0.05, 0.4)
 
 
 def _fig2_alphas(points: int, interp: float) -> np.ndarray:
@@ -396,10 +521,12 @@ def _fig2_alphas(points: int, interp: float) -> np.ndarray:
 
 
 def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0,
-          x_scale: float = 1.0) -> None:
+          x_scale: float = 1.0) -> dict:
     """A Monte-Carlo error band (+- ``scale`` propagated standard errors) along a curve, and
     a marker on every converged point with no converged neighbour (a line needs two);
-    abscissa alpha times ``x_scale``."""
+    abscissa alpha times ``x_scale``.  Returns what was drawn, for the figure's record:
+    the field, the scale, the converged points, those with a band, the widest half-width
+    and the isolated (marked) alphas."""
     a, v = _curve_values(rows, field)
     a = a * x_scale
     key = "test_error_noisy" if field == "train" else field
@@ -407,6 +534,9 @@ def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0,
                     as_float((r.get("stderr") or {}).get("loss" if field == "train" else key))
                     * (2.0 * r["alpha"] if field == "train" else 1.0)
                     for r in _solved_rows(rows)], dtype=float)
+    # an interpolator's training loss is exactly 0 (lambda -> 0+ below the threshold, the
+    # limit equations): no Monte-Carlo error to draw
+    err = np.where(np.isnan(err) & (v == 0.0) & (field == "train"), 0.0, err)
     ok = np.isfinite(v) & np.isfinite(err)
     if ok.any():
         ax.fill_between(a, np.where(ok, v - scale * err, np.nan),
@@ -415,6 +545,9 @@ def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0,
     lonely = fin & ~np.r_[False, fin[:-1]] & ~np.r_[fin[1:], False]
     if lonely.any():
         ax.plot(a[lonely], v[lonely], "o", ms=3.5, color=color, mfc="none")
+    return {"field": field, "scale": scale, "points": int(fin.sum()), "banded": int(ok.sum()),
+            "max_halfwidth": float(scale * np.max(err[ok])) if ok.any() else None,
+            "isolated_alphas": (a[lonely] / x_scale).tolist()}
 
 
 def _vs_table(rows: list[dict], table: dict[str, np.ndarray]) -> dict:
@@ -466,9 +599,10 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
         theory.update(_run_curves(curves, out, mc_log2n, workers, progress, max_iter,
                                   saved_only, br, "always"))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.0, 4.2))
-    colors = [*plt.cm.viridis(np.linspace(0.0, 0.85, len(FIG2_LREGS))), "black"]
+    colors = [*FIG2_COLORS, FIG1_RED]
     summary: dict = {}
     vs_tables: dict = {}
+    bands: dict = {}
     for lr, c in zip(lregs, colors):
         label = (f"$\\lambda$ = {lr:g}" if lr > 0 else r"$\lambda \to 0^+$")
         gd_path = f"data/GD/GD_kappa_0.5_lreg_{lr:g}_noise_0.5.csv"
@@ -482,8 +616,9 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             ax1.plot(a, test, label=label if main else None, **style)
             ax2.plot(a, np.where(train > 0, train, np.nan), **style)
             if main:
-                _band(ax1, rows, "test_error_noisy", c)
-                _band(ax2, rows, "train", c)
+                bands[f"fig2_lreg_{lr:g}_{br}:test_error_noisy"] = _band(
+                    ax1, rows, "test_error_noisy", c)
+                bands[f"fig2_lreg_{lr:g}_{br}:train"] = _band(ax2, rows, "train", c)
                 if gd is not None:
                     summary[f"{lr:g}"] = _deviation(a, test, gd["alpha"], gd["test_error_mean"],
                                                     gd["test_err_std"])
@@ -504,14 +639,15 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     for ax in (ax1, ax2):
         ax.axvline(interp.alpha, color="grey", ls="--", lw=1)
         ax.set_xlabel(r"$\alpha = n/d^2$")
-        ax.set_xlim(0.04, 0.51)
+    ax1.set_xlim(*FIG2_TEST_XLIM)
+    ax2.set_xlim(*FIG2_TRAIN_XLIM)
     ax1.plot([], [], "o", color="k", ms=3, label="authors' Adam, d = 100 (mean $\\pm$ std)")
     ax1.plot([], [], ":", color="k", lw=0.8, label="authors' SE tables")
     if len(branches) == 2:
         ax1.plot([], [], "--", color="k", lw=1.0, label="engine SE, global minimiser")
     ax1.plot([], [], "--", color="grey", lw=1, label=f"$\\alpha_{{interp}}$ = {interp.alpha:.4f}")
     ax1.set_ylabel("test error (fresh noisy label)")
-    ax1.set_ylim(0.1, 0.56)
+    ax1.set_ylim(0.1, 0.55)
     ax2.set_ylabel(r"training objective / $d^2$")
     ax2.set_yscale("log")
     ax2.set_ylim(1e-6, 0.05)
@@ -519,12 +655,13 @@ def figure2(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     what = {"teacher": "engine SE, teacher branch (the paper's prox)",
             "global": "engine SE, global minimiser",
             "both": "engine SE, teacher branch solid, global minimiser dashed"}
+    axes = axes_record(fig)
     save_figure(fig, path, r"Figure 2: softmax, L = 2, $\kappa_0$ = 0.5, $\Delta$ = 0.5 (logit); "
                 f"{what[prox_branch]}; bands $\\pm$ 2 s.e.",
                 legend_from=ax1, legend_columns=3)
-    return {"figure": 2, "png": str(path), "alpha_interp": interp.alpha,
+    return {"figure": 2, "png": str(path), "axes": axes, "alpha_interp": interp.alpha,
             "prox_branch": prox_branch, "test_vs_adam": summary,
-            "test_vs_their_tables": vs_tables, "theory": theory}
+            "test_vs_their_tables": vs_tables, "bands": bands, "theory": theory}
 
 
 def theory_at(a: np.ndarray, theory: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -603,11 +740,24 @@ def threshold_row(kappa0: float) -> dict:
             "pr_bayes": ab(bayes_perfect_recovery_threshold(prob()))}
 
 
+#: the notebook's palette (visualisation.ipynb, Figures 3-6)
+PAPER_PALETTE = ("#003f5c", "#2f4b7c", "#665191", "#a05195", "#d45087", "#f95d6a", "#ff7c43",
+                 "#ffa600")
+#: Figure 3's SE-optimal-lambda grid: dense at small alpha, where the factorised error falls
+FIG3_OPTIMAL_ALPHAS = (0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4,
+                       0.5)
+
+
 def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
             progress=None, max_iter: int = 500, saved_only: bool = False,
             prox_branch: str = "global") -> dict:
-    """Left: test error at their cross-validated lambdas; right: thresholds vs kappa0."""
+    """Left: test error against alpha, the SE at its own optimal lambda (the paper's
+    curves: their SE_L1 / SE_L2 files), the SE at their Adam cross-validated lambdas
+    (what their points ran) and the alpha -> infinity asymptote; right: thresholds vs
+    kappa0.  Layout, limits and palette of the notebook's Figure 3 cell."""
     from ..plotting import plt, save_figure
+    from ..runner import run_tasks
+    from ..solvers.state_evolution import MonteCarloOptions, teacher_test_error
 
     gd1 = read_table(root, "data/cross_validation/GD_L1_kappa_0.05_noise_0.05.csv")
     gd2 = read_table(root, "data/cross_validation/GD_L2_kappa_0.05_noise_0.05.csv")
@@ -622,36 +772,67 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     }
     theory = _run_curves(curves, out, mc_log2n, workers, progress, max_iter, saved_only,
                          prox_branch)
+    optimal = {f"fig3_optimal_{name}": [PaperSetting(a, 0.01, 0.05, 0.05,
+                                                     parameterisation=par).problem()
+                                        for a in FIG3_OPTIMAL_ALPHAS]
+               for name, par in (("factorised", "factorised"), ("unfactorised", "elementwise"))}
+    names = list(optimal)
+    tasks = [(optimal[n], str(out / f"points_{n}.json"), mc_log2n, saved_only, prox_branch)
+             for n in names]
+    theory.update(zip(names, run_tasks(_optimal_task, tasks, workers=workers, progress=progress)))
+    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=0,
+                           prox_branch=prox_branch)
+    floor = teacher_test_error(optimal[names[0]][0], mc)
     kappas = np.linspace(0.02, 0.98, 49)
     rows = [threshold_row(float(k)) for k in kappas]
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.0, 3.9))
-    summary = {}
-    for name, gd, keep, color, label in (
-            ("fig3_factorised", gd1, keep1, "tab:pink", "factorised"),
-            ("fig3_unfactorised", gd2, keep2, "tab:purple", "unfactorised")):
-        rs = [r for r in theory[name] if r["status"] == "converged"]
-        a = np.array([r["alpha"] for r in rs])
-        test = np.array([r["paper"]["test"] for r in rs])
-        ax1.plot(a, test, "-", color=color, lw=1.4,
-                 label=f"engine SE at their $\\lambda_{{opt}}$, {label}")
-        sem = gd["test_err_std_opt"] / math.sqrt(8)
-        ax1.errorbar(gd["alpha"], gd["test_err_mean_opt"], sem, fmt="x", ms=4, color=color,
-                     capsize=2, lw=0.8, label=f"authors' Adam, {label} (mean $\\pm$ s.e., 8 runs)")
-        se_file = "SE_L1" if label == "factorised" else "SE_L2"
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.27, 3.4))
+    summary, vs_se, bands = {}, {}, {}
+    colors = {"factorised": PAPER_PALETTE[4], "unfactorised": PAPER_PALETTE[2]}
+    for label, gd, se_file in (("factorised", gd1, "SE_L1"), ("unfactorised", gd2, "SE_L2")):
+        color = colors[label]
+        opt = theory[f"fig3_optimal_{label}"]
+        a, test = _curve_values(opt, "test_error_noisy")
+        ax1.plot(a, test, "-", color=color, lw=1.6,
+                 label=f"engine SE at the SE-optimal $\\lambda$, {label}")
+        bands[f"fig3_optimal_{label}:test_error_noisy"] = _band(ax1, opt, "test_error_noisy", color)
         their = read_table(root, f"data/cross_validation/{se_file}_kappa_0.05_noise_0.05.csv")
-        ax1.plot(their["alpha"], their["test"], ":", color=color, lw=0.9,
-                 label=f"authors' {se_file} (SE at the SE-optimal $\\lambda$)")
+        ax1.plot(their["alpha"], their["test"], ":", color="k", lw=0.9)
+        # their SE rows minus the engine's curve (no error of theirs to scale by: no z)
+        dev = _deviation(a, test, their["alpha"], their["test"], np.ones_like(their["test"]),
+                         relative=True)
+        vs_se[label] = {"file": f"data/cross_validation/{se_file}_kappa_0.05_noise_0.05.csv",
+                        **{k: v for k, v in dev.items() if not k.endswith("_z")}}
+        if "lreg" in their:  # their SE_L2 file names its optimal lambda
+            ok = [r for r in opt if r["status"] == "converged"]
+            vs_se[label]["lreg_opt"] = {
+                "alpha": [r["alpha"] for r in ok], "engine": [r["lreg_opt"] for r in ok],
+                "theirs": np.interp([r["alpha"] for r in ok], their["alpha"],
+                                    their["lreg"], left=math.nan, right=math.nan).tolist()}
+        rs = theory[f"fig3_{label}"]
+        a2, test2 = _curve_values(rs, "test_error_noisy")
+        ax1.plot(a2, test2, "-.", color=color, lw=0.8,
+                 label=f"engine SE at their Adam's $\\lambda_{{opt}}$, {label}")
+        bands[f"fig3_{label}:test_error_noisy"] = _band(ax1, rs, "test_error_noisy", color)
+        sem = gd["test_err_std_opt"] / math.sqrt(ADAM_RUNS)
+        ax1.errorbar(gd["alpha"], gd["test_err_mean_opt"], sem, fmt="x", ms=4, color=color,
+                     capsize=2, lw=0.8, zorder=5,
+                     label=f"authors' Adam, {label} (mean $\\pm$ s.e., 8 runs)")
         # in units of the standard error of their 8-run means (what the panel draws)
-        summary[label] = _deviation(a, test, gd["alpha"], gd["test_err_mean_opt"], sem)
+        summary[label] = _deviation(a2, test2, gd["alpha"], gd["test_err_mean_opt"], sem)
+    ax1.plot([], [], ":", color="k", lw=0.9, label="authors' SE (SE_L1, SE_L2 files)")
+    ax1.axhline(floor["test_error_noisy"], color="grey", lw=2, alpha=0.6, zorder=0,
+                label=r"$\alpha \to \infty$: the teacher's own test error")
     ax1.set_xlabel(r"$\alpha = n/d^2$")
     ax1.set_ylabel("test error (fresh noisy label)")
-    ax1.set_xlim(0.0, 0.52)
+    ax1.set_xlim(0.005, 0.5)
+    ax1.set_ylim(0.0, None)
     k = np.array([r["kappa0"] for r in rows])
-    for key, style, label in (("pr_unfactorised", "-", "perfect recovery, unfactorised"),
-                              ("interp_factorised", "--", "interpolation, factorised ($\\Delta \\to 0^+$)"),
-                              ("pr_factorised", "-", "perfect recovery, factorised"),
-                              ("pr_bayes", ":", "perfect recovery, Bayes-optimal")):
-        ax2.plot(k, [r[key] for r in rows], style, lw=1.5, label=label)
+    for key, color, style, label in (
+            ("pr_unfactorised", PAPER_PALETTE[2], "-", "perfect recovery, unfactorised"),
+            ("interp_factorised", PAPER_PALETTE[7], "-", "interpolation, factorised ($\\Delta \\to 0^+$)"),
+            ("pr_factorised", PAPER_PALETTE[4], "-", "perfect recovery, factorised"),
+            ("pr_bayes", PAPER_PALETTE[0], "-", "perfect recovery, Bayes-optimal")):
+        ax2.plot(k, [r[key] for r in rows], style, color=color, lw=2, label=label)
     itp = read_table_noheader(root, "data/cross_validation/interpolation.csv")
     kg = np.geomspace(0.01, 100, itp.shape[1])
     sel = (kg > 0.015) & (kg < 1.0)
@@ -661,12 +842,14 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     ax2.set_ylabel(r"$\bar\alpha = \alpha\,(K - 1)$")
     ax2.set_xlim(0, 1)
     ax2.set_ylim(0, 0.55)
-    ax2.legend(fontsize=7, loc="lower right")
+    ax2.set_yticks([0.0, 0.25, 0.5])
+    ax2.legend(fontsize=7, loc="lower right", frameon=False)
     path = out / "figure3.png"
-    save_figure(fig, path, r"Figure 3: softmax, L = 2; left $\kappa_0$ = 0.05, $\Delta$ = 0.05",
-                legend_from=ax1, legend_columns=2)
-    return {"figure": 3, "png": str(path), "test_vs_adam": summary, "thresholds": rows,
-            "theory": theory}
+    axes = axes_record(fig)
+    save_figure(fig, path, r"Figure 3: softmax, L = 2; left $\kappa_0$ = 0.05, $\Delta$ = 0.05; "
+                r"bands $\pm$ 2 s.e.", legend_from=ax1, legend_columns=2)
+    return {"figure": 3, "png": str(path), "axes": axes, "test_vs_adam": summary, "optimal_vs_their_se": vs_se,
+            "asymptote": floor, "thresholds": rows, "bands": bands, "theory": theory}
 
 
 # ---------------------------------------------------------------- Adam files (Figures 4-6)
@@ -809,13 +992,15 @@ def adam_deviation(rows: list[dict], sim: dict[str, np.ndarray], field: str,
 
 def _adam_panel(ax, rows: list[dict], sim: dict[str, np.ndarray], field: str, sim_key: str,
                 color, label: str, x_scale: float = 1.0, marker: str = "o",
-                draw_theory: bool = True) -> None:
+                draw_theory: bool = True) -> dict | None:
     a, th = _curve_values(rows, field)
+    band = None
     if draw_theory:
         ax.plot(a * x_scale, th, "-", color=color, lw=1.5, label=f"engine SE, {label}")
-        _band(ax, rows, field, color, x_scale=x_scale)
+        band = _band(ax, rows, field, color, x_scale=x_scale)
     ax.errorbar(sim["alpha"] * x_scale, sim[sim_key], sim[f"{sim_key}_std"], fmt=marker, ms=2.5,
                 color=color, capsize=1.5, lw=0.6, alpha=0.8, label=f"authors' Adam, {label}")
+    return band
 
 
 def _adam_figure(number: int, root: Path, out: Path, panels, title: str, ylabel: str,
@@ -832,9 +1017,10 @@ def _adam_figure(number: int, root: Path, out: Path, panels, title: str, ylabel:
                          out, mc_log2n, workers, progress, max_iter, saved_only, prox_branch)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.9))
     axes = np.atleast_1d(axes)
-    summary = {}
+    summary: dict = {}
+    bands: dict = {}
     for ax, (ptitle, entries) in zip(axes, panels):
-        colors = plt.cm.viridis(np.linspace(0.0, 0.8, len(entries)))
+        colors = [PAPER_PALETTE[i] for i in (0, 2, 4, 6)[:len(entries)]]  # the notebook's
         drawn: set = set()
         for (key, label, field, col, *style), c in zip(entries, colors):
             f = ADAM_FILES[key]
@@ -842,22 +1028,27 @@ def _adam_figure(number: int, root: Path, out: Path, panels, title: str, ylabel:
             xs = x_scale(f) if x_scale else 1.0
             first = (f.curve, field) not in drawn
             drawn.add((f.curve, field))
-            _adam_panel(ax, theory[f.curve], sim, field, col, style[0] if style else c, label,
-                        xs, style[1] if len(style) > 1 else "o", draw_theory=first)
+            band = _adam_panel(ax, theory[f.curve], sim, field, col, style[0] if style else c,
+                               label, xs, style[1] if len(style) > 1 else "o", draw_theory=first)
+            if band is not None:
+                bands[f"{f.curve}:{field}"] = band
             summary[key if field != "train" else f"{key}_train"] = {
                 "file": f.rel, "their_column": col, "engine_field": field,
                 col: adam_deviation(theory[f.curve], sim, field, col),
                 "mse": adam_deviation(theory[f.curve], sim, "matrix_mse", "mse")}
         ax.set_title(ptitle, fontsize=9)
         ax.set_xlabel(xlabel)
-        ax.set_xlim(0.0, 0.51)
+        ax.set_xlim(0.0, 0.5)  # the notebook's Figures 5 and 6
         ax.legend(fontsize=6.5)
     axes[0].set_ylabel(ylabel)
     if extra:
         extra(axes)
     path = out / f"figure{number}.png"
+    axes_rec = axes_record(fig)
     save_figure(fig, path, title)
-    return {"figure": number, "png": str(path), "test_vs_adam": summary, "theory": theory}
+    return {"figure": number, "png": str(path), "axes": axes_rec, "test_vs_adam": summary,
+            "bands": bands,
+            "theory": theory}
 
 
 def figure4(root: Path, out: Path, **kw) -> dict:
@@ -866,12 +1057,13 @@ def figure4(root: Path, out: Path, **kw) -> dict:
     leading order, docs/theory.md 16.4)."""
     entries = [(f"{task}_noise{n}", f"{task}, $\\Delta$ = {float(n):g}", "test_error_noisy",
                 "test_noisy", color, mk)
-               for n, color in (("0.00", "tab:blue"), ("0.50", "tab:orange"))
+               for n, color in (("0.00", PAPER_PALETTE[2]), ("0.50", PAPER_PALETTE[0]))
                for task, mk in (("label", "o"), ("seq2seq", "x"))]
     train = [(k, lab, "train", "train", c, mk) for k, lab, _, _, c, mk in entries]
 
-    def limits(axes):
-        axes[0].set_xlim(0.0, 0.31)
+    def limits(axes):  # the notebook's Figure 4 cell
+        axes[0].set_xlim(0.005, 0.3)
+        axes[1].set_xlim(0.0, 0.5)
         axes[1].set_ylabel(r"training objective / $d^2$")
         axes[1].set_ylim(0.0, 0.04)
 
