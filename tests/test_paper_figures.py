@@ -274,6 +274,7 @@ NOTEBOOK_AXES = {
     1: [(i, None, (0.0, 1.6), None) for i in range(4)]
        + [(4, (0.03, 60.0), (0.0, 0.55), None), (5, (0.03, 40.0), (0.0, 1.2), None)],
     2: [(0, (0.05, 0.5), (0.1, 0.55), None), (1, (0.05, 0.4), None, "log")],
+    3: [(0, (0.005, 0.5), None, None), (1, (0.0, 1.0), (0.0, 0.55), None)],
     4: [(0, (0.005, 0.3), None, None), (1, (0.0, 0.5), (0.0, 0.04), None)],
     5: [(0, (0.0, 0.5), None, None), (1, (0.0, 0.5), None, None)],
     6: [(0, (0.0, 0.5), None, None), (1, (0.0, 0.5), None, None)],
@@ -299,7 +300,7 @@ def test_committed_figures_have_the_notebooks_axes(number: int) -> None:
             assert axes[i]["yscale"] == yscale, (number, i)
 
 
-@pytest.mark.parametrize("number", [1, 2, 4, 5, 6])
+@pytest.mark.parametrize("number", [1, 2, 3, 4, 5, 6])
 def test_committed_figures_band_every_theory_curve(number: int) -> None:
     """Every theory curve a committed figure draws has its +-2 standard-error band at each
     converged point (the record's ``bands``: one entry per drawn curve and field), the
@@ -480,3 +481,43 @@ def test_docs_quote_figure2_as_its_record_says() -> None:
         phrase = (f"{name} {v['median_diff']:+.4f} ({v['median_z']:.2f} / "
                   f"{v['max_abs_z']:.1f})")
         assert phrase in sec, phrase
+
+
+def test_docs_quote_figure3_as_its_record_says() -> None:
+    """docs/paper.md's Figure 3 numbers (the SE-optimal curves against their SE files, the
+    optimal lreg against their SE_L2's, the asymptote, their Adam against the engine at
+    their lambdas) are those of the committed figure3.json."""
+    sec = " ".join(_docs_section("### Figure 3:").split())
+    rec = _record(3)
+    vs, adam, fl = rec["optimal_vs_their_se"], rec["test_vs_adam"], rec["asymptote"]
+    lo = vs["unfactorised"]["lreg_opt"]
+    ratio = np.array(lo["engine"], dtype=float) / np.array(lo["theirs"], dtype=float)
+    ok = np.isfinite(ratio)
+    phrases = [f"{100 * vs[k]['median_rel']:+.1f} % " for k in ("factorised", "unfactorised")]
+    phrases += [f"largest {100 * vs[k]['max_abs_rel']:.1f} %, {vs[k]['n']} rows"
+                for k in ("factorised", "unfactorised")]
+    phrases += [f"{np.median(ratio[ok]):.2f} times theirs (median over {int(ok.sum())} alphas; "
+                f"range {ratio[ok].min():.2f}-{ratio[ok].max():.2f})",
+                f"{fl['test_error_noisy']:.5f} +- {fl['test_error_noisy_stderr']:.1e}"]
+    phrases += [f"{adam[k]['median_diff']:+.4f}, {adam[k]['median_z']:+.2f} standard errors "
+                f"(largest {adam[k]['max_abs_z']:.1f}" for k in ("factorised", "unfactorised")]
+    missing = [p for p in phrases if p not in sec]
+    assert not missing, missing
+
+
+def test_se_optimal_curve_continues_a_search_that_ends_on_its_lower_bound(tmp_path) -> None:
+    """se_optimal_curve: an optimum on the lower bound of the lreg range is searched again a
+    decade below (linear channel, Delta 0.001, alpha 0.3: optimal lreg 1.21e-3, found by
+    an unbounded search over 1e-7..1, below the range 3e-3..0.3); the row names the range
+    searched, is no longer on a bound, and is read back from its checkpoint."""
+    from amp_attention.spec import Learner, Problem, Task, WishartTarget
+
+    p = Problem(Task("linear", L=1, noise=0.001), WishartTarget(0.3), Learner(1.0, 0.05),
+                alpha=0.3)
+    cp = tmp_path / "points.json"
+    (row,) = pf.se_optimal_curve([p], cp, 10, lreg_range=(3e-3, 0.3))
+    assert row["lreg_searched"] == pytest.approx([3e-4, 0.3])
+    assert not row["lreg_at_bound"]
+    assert row["lreg_opt"] == pytest.approx(2 * 6.0715e-4, rel=0.1)
+    (again,) = pf.se_optimal_curve([p], cp, 10, lreg_range=(3e-3, 0.3), saved_only=True)
+    assert again == row
