@@ -245,7 +245,6 @@ def test_docs_quote_figures_5_and_6_as_their_records_say() -> None:
     "Against the curves ...") are those of the committed figure5.json and figure6.json
     (test_vs_adam, in the records' order), to the digit quoted: a redrawn figure whose
     numbers move fails here until the docs follow."""
-    import json
     import re
     from pathlib import Path
 
@@ -256,9 +255,8 @@ def test_docs_quote_figures_5_and_6_as_their_records_say() -> None:
     quoted = re.findall(r"[+-]\d+\.\d %", para)
     records = []
     for n in (5, 6):
-        rec = json.loads((root / "docs" / "figures" / "paper" / f"figure{n}.json").read_text())
         records += [f"{100 * v[v['their_column']]['median_rel']:+.1f} %"
-                    for v in rec["test_vs_adam"].values()]
+                    for v in _record(n)["test_vs_adam"].values()]
     assert quoted == records
 
 

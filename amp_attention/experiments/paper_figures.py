@@ -148,11 +148,10 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     the SE's prox branch (docs/theory.md 16.8; part of every point's key and record);
     ``fresh_average``: MonteCarloOptions.fresh_average ("always": every point without a
     convexity certificate is the fresh-draw average, docs/theory.md 16.9; in the key)."""
-    from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+    from ..solvers.state_evolution import solve_state_evolution
 
     store = CheckpointFile(checkpoint)
-    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
-                           prox_branch=prox_branch, fresh_average=fresh_average)
+    mc = figure_mc(mc_log2n, prox_branch, seed, fresh_average=fresh_average)
     out = []
     for p in problems:
         key = (f"alpha={p.alpha!r},lam={p.learner.lam!r},branch={prox_branch}"
@@ -178,6 +177,15 @@ def se_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, seed: int
     return out
 
 
+def figure_mc(mc_log2n: int, prox_branch: str, seed: int = 0, **options):
+    """The figures' Monte-Carlo options: 2^mc_log2n RQMC samples per replica, the coarse
+    level at 2^min(10, mc_log2n), the prox branch; ``options`` any other field."""
+    from ..solvers.state_evolution import MonteCarloOptions
+
+    return MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
+                             prox_branch=prox_branch, **options)
+
+
 def _se_row(p: Problem, r) -> dict:
     """A checkpoint row of an SE result (what every figure's record holds per point)."""
     return {"alpha": p.alpha, "lam": p.learner.lam, "status": r.status.value,
@@ -193,7 +201,7 @@ def _se_row(p: Problem, r) -> dict:
 
 
 #: Figure 3's search range of the SE-optimal lambda, in their lreg (engine lam = lreg / 2):
-#: their Adam cross-validation found 5e-6 .. 0.044 (noisy), their SE_L2 file 0.0039 .. 0.017;
+#: their Adam cross-validation found 5e-6 .. 0.044 (noisy), their SE_L2 file 1e-4 .. 0.042;
 #: a solve below 1e-3 costs minutes (the small-lambda band); an optimum on a bound is flagged
 FIG3_LREG_RANGE = (1e-3, 0.3)
 #: the lowest lreg a search continued below FIG3_LREG_RANGE goes to
@@ -213,12 +221,19 @@ def se_optimal_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, *
     :func:`se_curve`'s, plus ``lreg_opt``, ``lreg_at_bound`` and ``solves``)."""
     import dataclasses
 
-    from ..solvers.state_evolution import MonteCarloOptions
     from ..solvers.compare import best_lam
 
     store = CheckpointFile(checkpoint)
-    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=seed,
-                           prox_branch=prox_branch)
+    mc = figure_mc(mc_log2n, prox_branch, seed)
+
+    def search(p: Problem, lo: float, hi: float) -> tuple[dict, bool, int, bool]:
+        """(row at the optimum, its solve succeeded, solves, on a bound) over lreg lo..hi."""
+        lam, r, solves, at_bound = best_lam(p, (lo / 2.0, hi / 2.0), mc=mc,
+                                            quantity="test_error_noisy", xatol=FIG3_LOG10_TOL)
+        row = _se_row(dataclasses.replace(p, learner=dataclasses.replace(p.learner, lam=lam)), r)
+        row.update(lam=lam, lreg_opt=2.0 * lam)
+        return row, r.success, solves, at_bound
+
     out = []
     for p in problems:
         key = (f"alpha={p.alpha!r},optimal,lreg={lreg_range[0]!r}..{lreg_range[1]!r},"
@@ -228,27 +243,24 @@ def se_optimal_curve(problems: list[Problem], checkpoint: Path, mc_log2n: int, *
             out.append({"alpha": p.alpha, "status": "not computed"})
             continue
         if row is None:
-            lam, r, solves, at_bound = best_lam(
-                p, (lreg_range[0] / 2.0, lreg_range[1] / 2.0), mc=mc,
-                quantity="test_error_noisy", xatol=FIG3_LOG10_TOL)
-            row = _se_row(dataclasses.replace(p, learner=dataclasses.replace(p.learner, lam=lam)), r)
-            row.update(lam=lam, lreg_opt=2.0 * lam, lreg_at_bound=bool(at_bound), solves=solves,
+            row, _, solves, at_bound = search(p, *lreg_range)
+            row.update(lreg_at_bound=bool(at_bound), solves=solves,
                        lreg_searched=list(lreg_range))
             store.write(key, row)
+        row = {**row, "lreg_searched": row.get("lreg_searched", list(lreg_range))}
         # an optimum on the lower bound is continued a decade down at a time (the searches
         # below 1e-3 cost minutes a solve: only where the optimum asks for them)
-        row.setdefault("lreg_searched", list(lreg_range))
         while (not saved_only and row["status"] == "converged" and row["lreg_at_bound"]
                and row["lreg_opt"] < 2.0 * row["lreg_searched"][0]
                and row["lreg_searched"][0] / 10.0 >= FIG3_LREG_FLOOR):
-            lo = row["lreg_searched"][0] / 10.0
-            lam, r, solves, at_bound = best_lam(
-                p, (lo / 2.0, 3.0 * row["lreg_searched"][0] / 2.0), mc=mc,
-                quantity="test_error_noisy", xatol=FIG3_LOG10_TOL)
-            lower = _se_row(dataclasses.replace(p, learner=dataclasses.replace(p.learner, lam=lam)), r)
+            top = row["lreg_searched"][0]
+            lo = top / 10.0
+            lower, success, solves, at_bound = search(p, lo, 3.0 * top)
             searched = [lo, row["lreg_searched"][1]]
-            if r.success and lower["test_error_noisy"] < row["test_error_noisy"]:
-                lower.update(lam=lam, lreg_opt=2.0 * lam, lreg_at_bound=bool(at_bound and lam < 2 * lo / 2.0),
+            if success and lower["test_error_noisy"] < row["test_error_noisy"]:
+                # on a bound of this search means on its lower one (the upper one, 3 x the
+                # old lower bound, lies inside the range searched before)
+                lower.update(lreg_at_bound=bool(at_bound and lower["lreg_opt"] < 2.0 * lo),
                              solves=row["solves"] + solves, lreg_searched=searched)
                 row = lower
             else:  # the bound was a Monte-Carlo accident: the optimum stays, now inside
@@ -308,7 +320,7 @@ FIG1_LREG = 0.01
 #: the notebook's Figure 1 cell: colours (myblue, myred, mybluelight, the rank curves'),
 #: the test panel's and the rank panel's alpha limits
 FIG1_BLUE, FIG1_RED, FIG1_GREY = "#0a6ed3", "#d30a6e", "#989898"
-FIG1_RANK_COLORS = ("#d30a6e", "#0a6ed3", "#64c108")
+FIG1_RANK_COLORS = (FIG1_RED, FIG1_BLUE, "#64c108")
 FIG1_TEST_XLIM = (0.03, 60.0)
 FIG1_RANK_XLIM = (0.03, 40.0)
 
@@ -453,13 +465,11 @@ def figure1(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
         ax2.plot(theirs["alpha"], theirs["rank"], ":", color="k", lw=0.9)
         fin = np.isfinite(frac)
         inside = (theirs["alpha"] >= a[fin].min()) & (theirs["alpha"] <= a[fin].max())
-        diff = theirs["rank"][inside] - np.interp(theirs["alpha"][inside], a[fin], frac[fin])
+        diff = theirs["rank"] - np.interp(theirs["alpha"], a[fin], frac[fin])
         shown = inside & (theirs["alpha"] >= FIG1_RANK_XLIM[0]) & (theirs["alpha"] <= FIG1_RANK_XLIM[1])
-        ranks[f"{k:g}"] = {"max_abs_diff_vs_their_rank": float(np.max(np.abs(diff))),
-                           "median_diff": float(np.median(diff)),
-                           "max_abs_diff_inside_axis": float(np.max(np.abs(
-                               theirs["rank"][shown] - np.interp(theirs["alpha"][shown], a[fin],
-                                                                 frac[fin]))))}
+        ranks[f"{k:g}"] = {"max_abs_diff_vs_their_rank": float(np.max(np.abs(diff[inside]))),
+                           "median_diff": float(np.median(diff[inside])),
+                           "max_abs_diff_inside_axis": float(np.max(np.abs(diff[shown])))}
         sp = splits[f"{k:g}"]
         if sp["alpha"] is not None:
             at = float(np.interp(sp["alpha"], a[fin], frac[fin]))
@@ -556,9 +566,9 @@ def _band(ax, rows: list[dict], field: str, color, scale: float = 2.0,
     and the isolated (marked) alphas."""
     a, v = _curve_values(rows, field)
     a = a * x_scale
-    key = "test_error_noisy" if field == "train" else field
+    key = "loss" if field == "train" else field
     err = np.array([math.nan if r["status"] != "converged" else
-                    as_float((r.get("stderr") or {}).get("loss" if field == "train" else key))
+                    as_float((r.get("stderr") or {}).get(key))
                     * (2.0 * r["alpha"] if field == "train" else 1.0)
                     for r in _solved_rows(rows)], dtype=float)
     # an interpolator's training loss is exactly 0 (lambda -> 0+ below the threshold, the
@@ -726,18 +736,20 @@ def _theory_at_points(a, theory, a_sim) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def _deviation(a, theory, a_sim, sim, std, relative: bool = False) -> dict:
     """Simulation minus theory (:func:`theory_at`) at the simulation's alphas inside the
-    theory's range: median and largest |difference|, and in units of ``std`` (per point);
-    ``relative``: also relative to the theory (``median_rel``, ``max_abs_rel``)."""
+    theory's range: median and largest |difference|, and in units of ``std`` (per point;
+    None: points without an error, no z); ``relative``: also relative to the theory
+    (``median_rel``, ``max_abs_rel``)."""
     if a.size < 2:
         return {}
     ref, inside, gap = _theory_at_points(a, theory, a_sim)
     if not np.any(inside):
         return {}
     diff = sim[inside] - ref[inside]
-    z = diff / np.maximum(std[inside], 1e-12)
     out = {"n": int(inside.sum()), "in_gap": int(gap.sum()), "median_diff": float(np.median(diff)),
-           "max_abs_diff": float(np.max(np.abs(diff))), "median_z": float(np.median(z)),
-           "max_abs_z": float(np.max(np.abs(z)))}
+           "max_abs_diff": float(np.max(np.abs(diff)))}
+    if std is not None:
+        z = diff / np.maximum(std[inside], 1e-12)
+        out.update(median_z=float(np.median(z)), max_abs_z=float(np.max(np.abs(z))))
     if relative:
         rel = diff / np.maximum(np.abs(ref[inside]), 1e-12)
         out["median_rel"] = float(np.median(rel))
@@ -785,7 +797,7 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
     kappa0.  Layout, limits and palette of the notebook's Figure 3 cell."""
     from ..plotting import plt, save_figure
     from ..runner import run_tasks
-    from ..solvers.state_evolution import MonteCarloOptions, teacher_test_error
+    from ..solvers.state_evolution import teacher_test_error
 
     gd1 = read_table(root, "data/cross_validation/GD_L1_kappa_0.05_noise_0.05.csv")
     gd2 = read_table(root, "data/cross_validation/GD_L2_kappa_0.05_noise_0.05.csv")
@@ -809,9 +821,7 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
                  prox_branch) for n in optimal])
     theory = dict(zip([*curves, *optimal],
                       run_tasks(_figure3_task, tasks, workers=workers, progress=progress)))
-    mc = MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n), seed=0,
-                           prox_branch=prox_branch)
-    floor = teacher_test_error(next(iter(optimal.values()))[0], mc)
+    floor = teacher_test_error(next(iter(optimal.values()))[0], figure_mc(mc_log2n, prox_branch))
     kappas = np.linspace(0.02, 0.98, 49)
     rows = [threshold_row(float(k)) for k in kappas]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8.27, 4.4))
@@ -833,10 +843,8 @@ def figure3(root: Path, out: Path, *, points: int, mc_log2n: int, workers: int,
         their = read_table(root, f"data/cross_validation/{se_file}_kappa_0.05_noise_0.05.csv")
         ax1.plot(their["alpha"], their["test"], ":", color="k", lw=0.9)
         # their SE rows minus the engine's curve (no error of theirs to scale by: no z)
-        dev = _deviation(a, test, their["alpha"], their["test"], np.ones_like(their["test"]),
-                         relative=True)
         vs_se[label] = {"file": f"data/cross_validation/{se_file}_kappa_0.05_noise_0.05.csv",
-                        **{k: v for k, v in dev.items() if not k.endswith("_z")}}
+                        **_deviation(a, test, their["alpha"], their["test"], None, relative=True)}
         if "lreg" in their:  # their SE_L2 file names its optimal lambda
             ok = [r for r in opt if r["status"] == "converged"]
             vs_se[label]["lreg_opt"] = {
@@ -1182,7 +1190,7 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
     |theirs - SE| <= 3 sem(theirs) + A.  Every finished run is saved to ``checkpoint``
     (JSON, atomically) before the next starts; a rerun skips the saved ones."""
     from ..adam import train_layer
-    from ..solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+    from ..solvers.state_evolution import solve_state_evolution
 
     f = ADAM_FILES[key]
     alpha = _alpha_of_x(float(x), f.T)
@@ -1200,7 +1208,7 @@ def adam_allowance(root: Path, key: str, x: float, *, ds: tuple[int, ...] = (32,
 
     p = f.problem(alpha)
     if "se" not in done:
-        r = solve_state_evolution(p, mc=MonteCarloOptions(log2_n=mc_log2n, coarse_log2_n=min(10, mc_log2n)))
+        r = solve_state_evolution(p, mc=figure_mc(mc_log2n, "global"))
         done["se"] = {"status": r.status.value, "test_error": r.test_error,
                       "test_error_noisy": r.test_error_noisy, "matrix_mse": r.matrix_mse,
                       "stderr": dict(r.mc_stderr or {}), "vhat_jump_share": r.vhat_jump_share}
