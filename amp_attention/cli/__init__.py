@@ -91,8 +91,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _standard_streams() -> str | None:
+    """Give every closed standard stream a null device, so that no file the run opens
+    takes descriptor 0, 1 or 2 (a worker would then write its output into it) and no
+    print fails on ``None``; return the name of a closed output stream the results
+    need ("standard output"), else None.  A closed stderr only loses the messages and
+    progress bars: the run goes on (its exit code still tells)."""
+    closed_out = None
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            got = os.open(os.devnull, os.O_RDWR)
+            if got != fd:  # a lower descriptor was free too; it is reopened by its own turn
+                os.dup2(got, fd)
+                os.close(got)
+            if name == "stdout":
+                closed_out = "standard output"
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))
+            if name == "stdout":
+                closed_out = "standard output"
+    return closed_out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI on ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    closed = _standard_streams()
+    if closed is not None:
+        return print_error(f"{closed} is closed: the results would be lost; redirect it "
+                           "(> FILE, or > /dev/null to keep only the files a subcommand writes)")
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
