@@ -21,10 +21,13 @@ turn ``None`` back into NaN (:func:`amp_attention.jsonsafe.as_float`).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import csv
 import errno
 import json
 import os
+import re
+import secrets
 import stat
 import sys
 from pathlib import Path
@@ -34,6 +37,45 @@ from typing import IO, Any, Iterable, Iterator, Sequence
 class NotRegularFileError(OSError):
     """An output path exists and is not a regular file (directory, FIFO, socket,
     device): it is never replaced.  ``filename`` names it."""
+
+
+class InputFileError(OSError):
+    """An output path is a file the run reads (inside :func:`protected_inputs`): it is
+    never replaced nor moved.  ``filename`` names it."""
+
+
+#: (what, path, (st_dev, st_ino)) of the files being read as inputs; a context
+#: variable, so that a protection is scoped to the ``with`` block that set it
+_INPUTS: contextvars.ContextVar[tuple] = contextvars.ContextVar("protected_inputs", default=())
+
+
+@contextlib.contextmanager
+def protected_inputs(inputs: dict[str, Path | str]) -> Iterator[None]:
+    """Within the block, every writer refuses (:class:`InputFileError`) to replace or
+    move aside any of ``inputs`` ({what: path}, e.g. ``{"--target-file": "s0.csv"}``),
+    whatever name or link it is reached by (files compared by device and inode)."""
+    entries = []
+    for what, path in inputs.items():
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            entries.append((what, str(path), (st.st_dev, st.st_ino)))
+    token = _INPUTS.set(_INPUTS.get() + tuple(entries))
+    try:
+        yield
+    finally:
+        _INPUTS.reset(token)
+
+
+def input_named(path: Path | str) -> tuple[str, str] | None:
+    """(what, path) of the protected input that ``path`` is, or None."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    for what, name, key in _INPUTS.get():
+        if key == (st.st_dev, st.st_ino):
+            return what, name
+    return None
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
@@ -58,11 +100,53 @@ def output_target(path: Path | str) -> Path:
         where = f" (at {target}, where the link points)" if path.is_symlink() else ""
         raise NotRegularFileError(errno.EEXIST, f"it is {kind}{where}, not a regular file; "
                                   "refusing to replace it", str(path))
+    read = input_named(target)
+    if read is not None:
+        raise InputFileError(errno.EEXIST, f"it is the input {read[0]} ({read[1]}); refusing "
+                             "to overwrite it: choose another output name", str(path))
     return target
 
 
+#: suffix of the temporary files; their names are ``.<name, cut to 100 characters>.<pid>.
+#: <8 random hex>.amp-tmp`` (at most 127 characters whatever the name's length, so every
+#: legal name can be written; distinct per thread and per write)
+TEMPORARY_SUFFIX = ".amp-tmp"
+_TEMPORARY = re.compile(r"^\..*\.(\d+)\.[0-9a-f]{8}" + re.escape(TEMPORARY_SUFFIX) + "$", re.S)
+
+
 def _temporary(path: Path) -> Path:
-    return path.with_name(f"{path.name}.tmp{os.getpid()}")
+    return path.with_name(f".{path.name[:100]}.{os.getpid()}.{secrets.token_hex(4)}"
+                          f"{TEMPORARY_SUFFIX}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or unknowable): keep its file
+    return True
+
+
+def remove_stale_temporaries(directory: Path | str) -> int:
+    """Remove the temporary files a killed writer (SIGKILL, power loss) left in
+    ``directory``: those named by :func:`_temporary` whose process is gone.  A live
+    process's file is kept.  Returns how many were removed; a directory that cannot
+    be listed removes none."""
+    removed = 0
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return 0
+    for entry in entries:
+        m = _TEMPORARY.match(entry.name)
+        if m is None or _alive(int(m.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(entry.path)
+            removed += 1
+    return removed
 
 
 @contextlib.contextmanager
@@ -82,7 +166,8 @@ def _atomic(path: Path | str, mode: str, **open_kw: Any) -> Iterator[IO]:
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and not isinstance(exc, NotRegularFileError):
+        if isinstance(exc, OSError) and not isinstance(exc, (NotRegularFileError,
+                                                             InputFileError)):
             exc.filename, exc.filename2 = str(path), None
         raise
 
@@ -151,17 +236,23 @@ def _aside(path: Path) -> Path:
     return aside
 
 
+def _number_or_null(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
 def notice(message: str) -> None:
     """One plain line ``amp-attention: notice: <message>`` on stderr (no warning
     machinery, no source line)."""
     print(f"amp-attention: notice: {' '.join(message.split())}", file=sys.stderr, flush=True)
 
 
-def read_checkpoint(path: Path | str, required: Sequence[str] = ()) -> dict | None:
+def read_checkpoint(path: Path | str, required: Sequence[str] = (),
+                    numbers: Sequence[str] = ()) -> dict | None:
     """The JSON object of a finished task's file, or None when there is none.
 
     A file that is not a JSON object with the ``required`` keys (truncated,
-    garbage, another format) is moved aside to ``<name>.unreadable`` (numbered if
+    garbage, another format, nested too deep to parse), or where one of ``numbers``
+    holds something else than a number or null, is moved aside to ``<name>.unreadable`` (numbered if
     that is taken: nothing is deleted), a one-line notice on stderr names both
     paths, and None is returned, so that the caller computes the task again.
     Values written as NaN or infinity are ``None`` here (strict JSON).  A path that is
@@ -177,8 +268,13 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = ()) -> dict | No
         missing = ([k for k in required if k not in record] if isinstance(record, dict)
                    else ["(not a JSON object)"])
         why = f"missing {', '.join(missing)}" if missing else ""
+        if not why:
+            wrong = [k for k in numbers if k in record and not _number_or_null(record[k])]
+            why = f"not a number: {', '.join(wrong)}" if wrong else ""
     except (OSError, ValueError) as exc:
-        why = f"not JSON: {' '.join(str(exc).split())}"
+        why = f"not JSON: {' '.join(str(exc).split())}"[:300]
+    except RecursionError:
+        why = "not JSON: nested too deep"
     if not why:
         return record
     aside = _aside(path)

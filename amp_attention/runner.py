@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .checks import check_count
-from .files import atomic_write_json, ensure_directory, read_checkpoint
+from .files import atomic_write_json, ensure_directory, read_checkpoint, remove_stale_temporaries
 from .jsonsafe import with_floats
 
 
@@ -151,7 +151,7 @@ class Checkpoints:
     def read(self, key: str, accept: Callable[[dict], bool] | None = None) -> dict | None:
         """The record of task ``key``, or None when it has none (or ``accept`` refuses it:
         e.g. a record of another plan's parameters)."""
-        rec = read_checkpoint(self.path(key), self.required)
+        rec = read_checkpoint(self.path(key), self.required, self.numbers)
         if rec is None or (accept is not None and not accept(rec)):
             return None
         return with_floats(rec, self.numbers) if self.numbers else rec
@@ -174,6 +174,7 @@ class CheckpointFile:
     def records(self) -> dict:
         """Every saved record, ``{key: record}`` (read once)."""
         if self._records is None:
+            remove_stale_temporaries(self.path.parent)
             self._records = read_checkpoint(self.path) or {}
         return self._records
 
@@ -213,6 +214,7 @@ def run_checkpointed(fn: Callable[..., dict], tasks: Mapping[str, tuple],
     keys = list(tasks)
     done = {}
     if store is not None:
+        remove_stale_temporaries(store.root)  # a killed run's partial writes
         for k in keys:
             rec = store.read(k, None if accept is None else (lambda r, k=k: accept(k, r)))
             if rec is not None:

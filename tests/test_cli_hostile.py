@@ -65,3 +65,144 @@ def test_a_closed_stdin_changes_nothing(tmp_path) -> None:
     code, out, err = _run(["se", "--json", "--max-iter", "50"], close=(0,), cwd=tmp_path)
     assert code == 0, err
     assert json.loads(out)["converged"] is True
+
+
+# ------------------------------------------------ item 2: an output equal to an input
+
+EIGENVALUES = "1\n0.5\n0.25\n"
+
+
+@pytest.mark.parametrize("spectrum", ["s0.csv", "./s0.csv", "link.csv"])
+def test_the_spectrum_output_never_replaces_the_target_file(spectrum, tmp_path, capsys) -> None:
+    from amp_attention.cli import main
+
+    (tmp_path / "s0.csv").write_text(EIGENVALUES)
+    (tmp_path / "link.csv").symlink_to(tmp_path / "s0.csv")
+    os.chdir(tmp_path)
+    code = main(["se", "--target", "custom", "--target-file", "s0.csv", "--spectrum", spectrum])
+    assert code == 2
+    line = _one_line(capsys.readouterr().err)
+    assert "--spectrum" in line and "--target-file" in line
+    assert (tmp_path / "s0.csv").read_text() == EIGENVALUES
+
+
+def test_an_input_among_a_sweeps_outputs_is_refused(tmp_path, capsys) -> None:
+    from amp_attention.cli import main
+
+    out = tmp_path / "pd"
+    (out / "points").mkdir(parents=True)
+    for name in ("phase_diagram.json", "points/a.json"):
+        (out / name).write_text(EIGENVALUES)
+        code = main(["phase-diagram", "--target", "custom", "--target-file", str(out / name),
+                     "--out", str(out), "--alpha-range", "0.5", "1", "3",
+                     "--lam-range", "0.1", "1", "3"])
+        assert code == 2
+        assert "--out" in _one_line(capsys.readouterr().err)
+        assert (out / name).read_text() == EIGENVALUES
+
+
+def test_writers_refuse_a_protected_input_by_any_name(tmp_path) -> None:
+    from amp_attention.files import (InputFileError, atomic_write_text, protected_inputs,
+                                     read_checkpoint)
+
+    f = tmp_path / "in.json"
+    f.write_text("not json")
+    os.link(f, tmp_path / "hard.json")
+    with protected_inputs({"--target-file": f}):
+        for name in (f, tmp_path / "hard.json"):
+            with pytest.raises(InputFileError, match="--target-file"):
+                atomic_write_text(name, "x")
+            with pytest.raises(InputFileError):
+                read_checkpoint(name)  # a malformed one would be moved aside
+    assert f.read_text() == "not json"
+    atomic_write_text(f, "ok")  # outside the block it is an ordinary file
+    assert f.read_text() == "ok"
+
+
+# ------------------------------ items 4, 5: checkpoints nested too deep or of a wrong type
+
+
+def _store(tmp_path):
+    from amp_attention.runner import Checkpoints
+
+    return Checkpoints(str(tmp_path / "points"), ("alpha", "test_error"), ("test_error",))
+
+
+@pytest.mark.parametrize("text,why", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    ('{"alpha": 0.5, "test_error": "abc"}', "not a number: test_error"),
+    ('{"alpha": 0.5, "test_error": true}', "not a number: test_error"),
+    ('{"alpha": 0.5, "test_error": [1]}', "not a number: test_error"),
+])
+def test_a_bad_checkpoint_is_moved_aside_and_recomputed(text, why, tmp_path, capsys) -> None:
+    from amp_attention.runner import run_checkpointed
+
+    store = _store(tmp_path)
+    (tmp_path / "points").mkdir()
+    store.path("a").write_text(text)
+    out, fresh = run_checkpointed(lambda: {"alpha": 0.5, "test_error": 0.25}, {"a": ()}, store)
+    assert fresh == 1 and out["a"]["test_error"] == 0.25
+    err = capsys.readouterr().err
+    assert why in _one_line(err) and "a.json.unreadable" in err
+    assert (tmp_path / "points" / "a.json.unreadable").read_text() == text
+
+
+def test_a_null_checkpoint_field_is_still_read_as_nan(tmp_path) -> None:
+    store = _store(tmp_path)
+    (tmp_path / "points").mkdir()
+    store.path("a").write_text('{"alpha": 0.5, "test_error": null}')
+    rec = store.read("a")
+    assert rec is not None and rec["test_error"] != rec["test_error"]
+
+
+# --------------------------------- items 8, 11: temporary names of the atomic writers
+
+
+def test_threads_writing_one_file_do_not_collide(tmp_path) -> None:
+    import concurrent.futures as cf
+
+    from amp_attention.files import atomic_write_json
+
+    target = tmp_path / "phase_diagram.json"
+
+    def write(k):
+        for i in range(200):
+            atomic_write_json(target, {"k": k, "i": i})
+    with cf.ThreadPoolExecutor(4) as pool:
+        list(pool.map(write, range(4)))  # raised FileNotFoundError with <name>.tmp<pid>
+    assert json.loads(target.read_text())["i"] == 199
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["phase_diagram.json"]
+
+
+def test_a_legal_long_name_can_be_written(tmp_path) -> None:
+    from amp_attention.files import atomic_write_text
+
+    name = "r" * 250 + ".csv"  # 254 characters: legal; its temporary was not
+    atomic_write_text(tmp_path / name, "x")
+    assert (tmp_path / name).read_text() == "x"
+
+
+def test_stale_temporaries_of_dead_writers_are_removed(tmp_path) -> None:
+    from amp_attention.files import remove_stale_temporaries
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    stale = tmp_path / f".a.json.{dead}.0123abcd.amp-tmp"
+    live = tmp_path / f".a.json.{os.getpid()}.0123abcd.amp-tmp"
+    other = tmp_path / "a.json.amp-tmp.keep"
+    for p in (stale, live, other):
+        p.write_text("{")
+    assert remove_stale_temporaries(tmp_path) == 1
+    assert not stale.exists() and live.exists() and other.exists()
+
+
+def test_a_sigkilled_sweep_leaves_no_temporary_after_the_next_run(tmp_path) -> None:
+    from amp_attention.runner import run_checkpointed
+
+    store = _store(tmp_path)
+    (tmp_path / "points").mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / "points" / f".a.json.{dead}.deadbeef.amp-tmp").write_text('{"alpha"')
+    run_checkpointed(lambda: {"alpha": 0.5, "test_error": 0.25}, {"a": ()}, store)
+    assert sorted(p.name for p in (tmp_path / "points").iterdir()) == ["a.json"]

@@ -30,7 +30,7 @@ def strict_loads(text: str):
 
 
 def temporaries(root: Path) -> list[Path]:
-    return [p for p in root.rglob("*") if ".tmp" in p.name]
+    return [p for p in root.rglob("*") if ".amp-tmp" in p.name or ".tmp" in p.name]
 
 
 WRITERS = {

@@ -47,7 +47,7 @@ def check(code: int, err: str, root: Path) -> None:
     if code == 2:
         lines = err.strip("\n").splitlines()
         assert len(lines) == 1 and lines[0].startswith("amp-attention: error: "), err
-    assert [p for p in root.rglob("*") if ".tmp" in p.name] == []
+    assert [p for p in root.rglob("*") if ".amp-tmp" in p.name or ".tmp" in p.name] == []
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -95,7 +95,7 @@ def test_interrupted_run_resumes_without_recomputing(tmp_path):
     proc.wait(timeout=60)
     before = len(list((out / "points").glob("*.json")))
     assert 12 <= before < 64
-    assert not list((out / "points").glob("*.tmp*"))  # no partial files
+    assert not list((out / "points").glob("*.amp-tmp"))  # no partial files
     plan = PhaseDiagramPlan(PROBLEM, grid(0.1, 1.2, 8, "linear"), grid(0.01, 1, 4, "log"), tol=1e-9)
     meta = run_phase_diagram(plan, out, workers=0)
     assert meta["computed"] == 64 - before and meta["n_converged"] == 32

@@ -25,7 +25,7 @@ import sys
 from . import (amp, compare, erm, heads_parser, phase_diagram, quickstart, scaling, se, spectrum,
                thresholds, validate)
 from .common import (EXIT_USAGE, MODEL, PROG, CLIError, HelpFormatter, Parser, check_min_int,
-                     print_error)
+                     check_outputs_spare_inputs, input_files, print_error)
 from .execution import add_threads_flag
 from .interrupts import InterruptGuard, check_environment, holds_interrupt
 from .problem import problem_from_args, problem_parent
@@ -144,8 +144,12 @@ def main(argv: list[str] | None = None) -> int:
             value = getattr(args, name, None)
             if isinstance(value, str) and not value.strip():
                 raise CLIError(f"argument --{name}: empty path")
+        inputs = input_files(args)
+        check_outputs_spare_inputs(args, inputs)
+        from ..files import protected_inputs
+
         # a Ctrl-C in compiled code arrives as a SystemError caused by the interrupt
-        with guard.raising(), thread_policy(args.threads):
+        with guard.raising(), thread_policy(args.threads), protected_inputs(inputs):
             code = int(args.func(args))
         sys.stdout.flush()  # a full stdout fails here, inside the try, not in Python's exit
         return code

@@ -248,4 +248,57 @@ def prepare_path(path: Path) -> Path:
             pass
     except OSError as exc:
         raise CLIError(f"cannot write to directory {str(path.parent)!r}: {exc.strerror}") from None
+    from ..files import remove_stale_temporaries
+
+    remove_stale_temporaries(path.parent)  # a killed run's partial writes
     return path
+
+
+#: the arguments naming a file the run reads (attribute: how the help names it)
+INPUT_FILES = {"target_file": "--target-file", "file": "FILE"}
+
+#: what each subcommand writes into --out DIR (glob patterns relative to DIR; its
+#: checkpoint folders whole, since their files are replaced or moved aside)
+OUTPUT_NAMES = {
+    "quickstart": ("quickstart.*",), "compare": ("compare.*", "points/*"),
+    "phase-diagram": ("phase_diagram.*", "points/*"), "scaling": ("scaling.*", "points/*"),
+    "spectrum": ("spectrum*", "outliers.json", "runs/*"), "thresholds": ("thresholds.*",),
+    "validate": ("validate.*", "runs/*"), "heads": ("heads_*",),
+}
+
+
+def input_files(args: argparse.Namespace) -> dict[str, Path]:
+    """{how the help names it: path} of the files this command reads."""
+    return {flag: Path(getattr(args, attr)) for attr, flag in INPUT_FILES.items()
+            if isinstance(getattr(args, attr, None), (str, Path))}
+
+
+def check_outputs_spare_inputs(args: argparse.Namespace, inputs: dict[str, Path]) -> None:
+    """CLIError, before any computation, when an output the command would write is one
+    of its inputs: ``--spectrum FILE`` the same file, or an input among the files
+    (:data:`OUTPUT_NAMES`) of ``--out DIR``.  The writers refuse it again at write
+    time (:func:`amp_attention.files.protected_inputs`)."""
+    import fnmatch
+    import os
+
+    if not inputs:
+        return
+    real = {what: os.path.realpath(p) for what, p in inputs.items()}
+    spectrum = getattr(args, "spectrum", None)
+    if isinstance(spectrum, str) and spectrum:
+        for what, path in real.items():
+            if os.path.realpath(spectrum) == path:
+                raise CLIError(f"argument --spectrum: {spectrum!r} is the input {what}; "
+                               "refusing to overwrite it: choose another output name")
+    out = getattr(args, "out", None)
+    if isinstance(out, str) and out:
+        base = Path(os.path.realpath(out))
+        for what, path in real.items():
+            try:
+                rel = Path(path).relative_to(base).as_posix()
+            except ValueError:
+                continue
+            if any(fnmatch.fnmatch(rel, pat) for pat in OUTPUT_NAMES.get(args.command, ())):
+                raise CLIError(f"argument --out: the input {what} ({inputs[what]}) is one of "
+                               f"the files {args.command} writes or manages in {out!r}; "
+                               "refusing to overwrite it: move it or choose another --out")
