@@ -26,7 +26,8 @@ from amp_attention.checks import Flag, InstanceOf, Integer, OneOf, check_args
 from amp_attention.channels.base import OVERLAP_RTOL, ChannelSE, optional_member
 from amp_attention.data import target_eigenvalues
 from amp_attention.denoisers import denoiser_for
-from amp_attention.finite_size import (RESIDUAL_KURTOSIS_WARN, FiniteSizeDenoiser,
+from amp_attention.finite_size import (RESIDUAL_KURTOSIS_MAX_D, RESIDUAL_KURTOSIS_WARN,
+                                       FiniteSizeDenoiser,
                                        FiniteSizeOptions, residual_kurtosis)
 from amp_attention.progress import progress_bar
 from amp_attention.result import Result, Status
@@ -1431,7 +1432,8 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
                 out["prox_branch_split"] = se.channel.branch_split(m, q, V, se.Q0)
     kurt, kurt_err, warning = None, None, ""
     list_d = problem.target.list_dimension
-    if finite_size_check and finite_d is None and list_d and rep.converged:
+    if (finite_size_check and finite_d is None and list_d and rep.converged
+            and list_d <= RESIDUAL_KURTOSIS_MAX_D):
         # an eigenvalue list describes an experiment at that d: how Gaussian is its residual?
         kurt, kurt_err = residual_kurtosis(se.denoiser,
                                            np.sort(target_eigenvalues(problem.target, list_d)),

@@ -206,3 +206,57 @@ def test_a_sigkilled_sweep_leaves_no_temporary_after_the_next_run(tmp_path) -> N
     (tmp_path / "points" / f".a.json.{dead}.deadbeef.amp-tmp").write_text('{"alpha"')
     run_checkpointed(lambda: {"alpha": 0.5, "test_error": 0.25}, {"a": ()}, store)
     assert sorted(p.name for p in (tmp_path / "points").iterdir()) == ["a.json"]
+
+
+# ----------------------------------------- items 3, 9: target files bounded and literal
+
+
+@pytest.mark.parametrize("text,expected", [
+    ('{"eigenvalues": "12"}', "eigenvalues must be a JSON list of numbers"),
+    ('[1, "2", true]', "numbers only"),
+    ('[1, true]', "numbers only"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deep"),
+    ("1\n" + "x" * 50_000 + "\n", "line 2: not a number"),
+])
+def test_bad_target_files_are_one_short_line(text, expected, tmp_path, capsys) -> None:
+    from amp_attention.cli import main
+
+    f = tmp_path / "s0.json"
+    f.write_text(text)
+    assert main(["se", "--target", "custom", "--target-file", str(f)]) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert expected in line and "--target-file" in line
+    assert len(line) < 400 + len(str(f))  # the file is never echoed
+
+
+def test_a_target_file_above_the_limit_is_refused_unread(tmp_path, capsys, monkeypatch) -> None:
+    import amp_attention.cli.problem as problem
+    from amp_attention.cli import main
+
+    monkeypatch.setattr(problem, "MAX_TARGET_FILE_BYTES", 1000)
+    f = tmp_path / "s0.csv"
+    f.write_text("0.5\n" * 1000)
+    assert main(["se", "--target", "custom", "--target-file", str(f)]) == 2
+    assert "larger than" in _one_line(capsys.readouterr().err)
+    monkeypatch.setattr(problem, "MAX_TARGET_FILE_BYTES", 10_000)
+    monkeypatch.setattr(problem, "MAX_TARGET_VALUES", 999)
+    assert main(["se", "--target", "custom", "--target-file", str(f)]) == 2
+    assert "more than 999 values" in _one_line(capsys.readouterr().err)
+
+
+def test_a_long_eigenvalue_list_skips_the_cubic_diagnostic(monkeypatch) -> None:
+    """A list longer than RESIDUAL_KURTOSIS_MAX_D is solved without building d x d
+    matrices (a 30,000-entry list ran out of memory there): the limit moved to 4 here."""
+    import amp_attention.solvers.state_evolution as st
+    from amp_attention.spec import CustomTarget, Learner, Problem, Task
+
+    monkeypatch.setattr(st, "RESIDUAL_KURTOSIS_MAX_D", 4)
+    calls = []
+    real = st.residual_kurtosis
+    monkeypatch.setattr(st, "residual_kurtosis", lambda *a, **k: calls.append(1) or real(*a, **k))
+    for ev, computed in (((1.0, 0.7, 0.4, 0.2), True), ((1.0, 0.7, 0.4, 0.2, 0.1), False)):
+        prob = Problem(Task(), CustomTarget(eigenvalues=ev), Learner(lam=0.1), alpha=0.5)
+        res = st.solve_state_evolution(prob)
+        assert res.converged
+        assert (res.residual_kurtosis is not None) is computed
+    assert len(calls) == 1

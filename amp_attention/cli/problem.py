@@ -164,16 +164,45 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
                         "share of samples where they differ (default: global)")
 
 
+#: the largest --target-file read (bytes): ~4 million eigenvalues as text; a longer
+#: spectrum is better given as a density (two columns x, rho(x))
+MAX_TARGET_FILE_BYTES = 64 * 2**20
+
+#: the most values a --target-file may hold (eigenvalues, or grid points of a density)
+MAX_TARGET_VALUES = 2_000_000
+
+def _numbers(values, what: str) -> tuple[float, ...]:
+    """A JSON list of numbers as floats: strings, booleans and nested lists refused (a
+    string "12" would otherwise be read as the digits 1, 2)."""
+    if not isinstance(values, list):
+        raise ValueError(f"{what} must be a JSON list of numbers (got "
+                         f"{type(values).__name__})")
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{what} must hold numbers only (got {one_line(repr(v))[:40]})")
+    return tuple(float(v) for v in values)
+
+
 def read_target_file(path: Path):
     """The :class:`~amp_attention.spec.CustomTarget` of --target-file (CLIError naming the
-    file and what is wrong)."""
+    file and what is wrong, never echoing more than a few characters of it).  Bounded:
+    at most MAX_TARGET_FILE_BYTES and MAX_TARGET_VALUES values; JSON nested too deep
+    (RecursionError of the parser) is one more bad file."""
     from ..spec import CustomTarget
 
+    def error(why: str) -> CLIError:
+        return CLIError(f"argument --target-file: {path}: {one_line(why)[:300]}")
+
     try:
-        text = Path(path).read_text()
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_TARGET_FILE_BYTES + 1)
+        text = raw.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"argument --target-file: cannot read {path}: "
-                       f"{getattr(exc, 'strerror', None) or exc}") from None
+                       f"{getattr(exc, 'strerror', None) or one_line(str(exc))[:200]}") from None
+    if len(raw) > MAX_TARGET_FILE_BYTES:
+        raise error(f"larger than {MAX_TARGET_FILE_BYTES // 2**20} MiB (the limit of a target "
+                    "file); give the spectrum as a density: two columns x, rho(x)")
     try:
         if text.lstrip().startswith(("[", "{")):
             data = json.loads(text)
@@ -181,22 +210,41 @@ def read_target_file(path: Path):
                 data = {"eigenvalues": data}
             if not isinstance(data, dict):
                 raise ValueError("JSON must be a list of eigenvalues or an object")
-            keys = {k: tuple(float(v) for v in data[k]) for k in ("eigenvalues", "grid", "density")
+            keys = {k: _numbers(data[k], k) for k in ("eigenvalues", "grid", "density")
                     if data.get(k) is not None}
+            if sum(len(v) for v in keys.values()) > 2 * MAX_TARGET_VALUES:
+                raise ValueError(f"more than {MAX_TARGET_VALUES} values")
             return CustomTarget(**keys)
         rows = []
-        for line in text.splitlines():
-            line = line.split("#", 1)[0].replace(",", " ").split()
-            if line:
-                rows.append([float(v) for v in line])
+        for number, line in enumerate(text.splitlines(), 1):
+            fields = line.split("#", 1)[0].replace(",", " ").split()
+            if not fields:
+                continue
+            try:
+                rows.append([float(v) for v in fields])
+            except ValueError:
+                bad = next(v for v in fields if not _is_float(v))
+                raise ValueError(f"line {number}: not a number: {bad[:40]!r}"
+                                 f"{' (cut)' if len(bad) > 40 else ''}") from None
+            if len(rows) > MAX_TARGET_VALUES:
+                raise ValueError(f"more than {MAX_TARGET_VALUES} values")
         widths = {len(r) for r in rows}
         if not rows or len(widths) != 1 or widths.pop() not in (1, 2):
             raise ValueError("expected one column (eigenvalues) or two (x, rho(x)) on every line")
         if len(rows[0]) == 1:
             return CustomTarget(eigenvalues=tuple(r[0] for r in rows))
         return CustomTarget(grid=tuple(r[0] for r in rows), density=tuple(r[1] for r in rows))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise CLIError(f"argument --target-file: {path}: {one_line(str(exc))}") from None
+    except (ValueError, TypeError, KeyError, RecursionError) as exc:
+        raise error(str(exc) if not isinstance(exc, RecursionError) else "nested too deep") \
+            from None
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def problem_from_args(args: argparse.Namespace, alpha: float | None = None) -> Problem:
