@@ -34,12 +34,14 @@ def available_memory() -> int | None:
         return None
 
 
-def finite_d_memory(n: int, L: int, d: int, p: int = 0, p0: int = 0) -> int:
+def finite_d_memory(n: int, L: int, d: int, p: int = 0, p0: int = 0,
+                    n_test: int | None = None) -> int:
     """Bytes a finite-d run (ERM, GAMP or Adam) of n samples of L tokens in dimension d
     needs at most (module docstring), with a learner W of p x d (four copies: W, its
-    gradient and two Adam moments) and a target factor W0 of p0 x d."""
-    return 8 * (3 * n * L * d + max(n, N_TEST_MIN) * L * d + DD_MATRICES * d * d
-                + 4 * p * d + p0 * d)
+    gradient and two Adam moments), a target factor W0 of p0 x d and ``n_test`` test
+    samples (default max(n, N_TEST_MIN))."""
+    test = max(n, N_TEST_MIN) if n_test is None else n_test
+    return 8 * (3 * n * L * d + test * L * d + DD_MATRICES * d * d + 4 * p * d + p0 * d)
 
 
 def heads_memory(n: int, m: int, n_val: int, d_model: int, heads_width: int, s: int,

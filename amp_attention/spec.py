@@ -31,7 +31,8 @@ import numpy as np
 from .channels.base import NOISE_LOCATIONS, Channel, check_channel
 from .channels.registry import channel_for, channel_names
 from .penalties.registry import penalty_for, penalty_names
-from .checks import (InstanceOf, check_bounded, check_choice, check_integer, check_positive)
+from .checks import (InstanceOf, Integer, check_bounded, check_choice, check_integer,
+                     check_positive)
 
 if TYPE_CHECKING:
     from .targets import SpectralMeasure
@@ -58,6 +59,10 @@ LAM_RANGE = (1e-12, 1e6)
 #: allowed power-law normalisations Q0 = Tr(S0^2)/d (beyond, fourth moments of the
 #: spectrum overflow in double precision)
 Q0_RANGE = (1e-12, 1e12)
+#: longest eigenvalue list a target holds (a power law's d, a custom list, a density's
+#: grid): the deterministic equivalent sums over it at every SE step (a list of 30,000
+#: already takes minutes); beyond, a spectrum is better given as a density
+TARGET_LIST_MAX = 2_000_000
 
 
 def check_width(name: str, value: object) -> float:
@@ -324,7 +329,9 @@ class PowerLawTarget(Target):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "gamma", check_positive("gamma", self.gamma))
-        object.__setattr__(self, "d", check_integer("d", self.d, 1))
+        object.__setattr__(self, "d", Integer(1, TARGET_LIST_MAX, integral_float=True,
+                                              why="the length of its eigenvalue list").check(
+                                                  "d", self.d))
         p0 = self.d if self.p0 is None else check_integer("p0", self.p0, 1)
         if p0 > self.d:
             raise ValueError(f"p0 must lie in [1, d] = [1, {self.d}], got {p0}")
@@ -403,11 +410,15 @@ class CustomTarget(Target):
             ev = np.asarray(self.eigenvalues, dtype=float).ravel()
             if ev.size == 0:
                 raise ValueError("eigenvalues must be a non-empty list of numbers >= 0")
+            if ev.size > TARGET_LIST_MAX:
+                raise ValueError(f"eigenvalues: at most {TARGET_LIST_MAX} values, got {ev.size} "
+                                 "(give a long spectrum as a density: grid + density)")
             if not np.all(np.isfinite(ev)):
                 raise ValueError("eigenvalues must be finite (no NaN or inf)")
             if np.any(ev < 0):
                 raise ValueError("eigenvalues must be >= 0 (the target is PSD)")
             object.__setattr__(self, "eigenvalues", tuple(float(v) for v in ev))
+            self._check_scale()
             return
         if self.density is None:
             raise ValueError("density must be given together with grid")
@@ -415,6 +426,8 @@ class CustomTarget(Target):
         rho = np.asarray(self.density, dtype=float).ravel()
         if x.size < 2 or x.size != rho.size:
             raise ValueError("grid and density must have the same length >= 2")
+        if x.size > TARGET_LIST_MAX:
+            raise ValueError(f"grid: at most {TARGET_LIST_MAX} points, got {x.size}")
         if not (np.all(np.isfinite(x)) and np.all(np.isfinite(rho))):
             raise ValueError("grid and density must be finite (no NaN or inf)")
         if np.any(x < 0) or np.any(np.diff(x) <= 0):
@@ -423,6 +436,18 @@ class CustomTarget(Target):
             raise ValueError("density must be >= 0 with positive mass")
         object.__setattr__(self, "grid", tuple(float(v) for v in x))
         object.__setattr__(self, "density", tuple(float(v) for v in rho))
+        self._check_scale()
+
+    def _check_scale(self) -> None:
+        """Q0 = Tr(S0^2)/d within Q0_RANGE, as for a power law: an all-zero target has
+        nothing to learn, and one of ~1e154 or more overflows the fourth moments."""
+        with np.errstate(over="ignore"):
+            q0 = self.Q0
+        if not (Q0_RANGE[0] <= q0 <= Q0_RANGE[1]):
+            raise ValueError(f"{'eigenvalues' if self.eigenvalues is not None else 'grid'}: "
+                             f"the target's Q0 = Tr(S0^2)/d must lie in [{Q0_RANGE[0]:g}, "
+                             f"{Q0_RANGE[1]:g}] (an all-zero target has nothing to learn; "
+                             f"beyond, moments overflow), got {q0:.3g}")
 
     @property
     def list_dimension(self) -> int | None:
@@ -559,12 +584,10 @@ class Problem:
                    "CustomTarget, or a subclass of amp_attention.spec.Target)").check(
                        "target", self.target)
         InstanceOf((Learner,), "a Learner").check("learner", self.learner)
-        alpha = check_positive("alpha", self.alpha)
-        if not ALPHA_RANGE[0] <= alpha <= ALPHA_RANGE[1]:
-            # beyond it the conjugates (~ alpha) under- or overflow inside the free
-            # convolution (ZeroDivisionError at 1e-300, OverflowError at 1e300)
-            raise ValueError(f"alpha must lie in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] "
-                             f"(n = alpha d^2 samples), got {self.alpha!r}")
+        # beyond ALPHA_RANGE the conjugates (~ alpha) under- or overflow inside the free
+        # convolution (ZeroDivisionError at 1e-300, OverflowError at 1e300); one message
+        # with the whole range, also for NaN and infinity
+        alpha = check_bounded("alpha", self.alpha, *ALPHA_RANGE, "n = alpha d^2 samples")
         object.__setattr__(self, "alpha", alpha)
 
     def to_dict(self) -> dict:

@@ -638,12 +638,12 @@ def test_size_guards_refuse_before_allocating(capsys, monkeypatch, tmp_path) -> 
     code, _, err = run(capsys, "phase-diagram", "--alpha-range", "0.1", "2", "1e12",
                        "--lam-range", "0.001", "1", "2", "--allow-large", "--out", str(out_dir))
     assert code == 2 and not out_dir.exists()
-    assert_one_line_error(err, "--alpha-range", "2000000000000 points", "GiB of memory")
+    assert_one_line_error(err, "--alpha-range", "2000000000000 grid points", "GiB of memory")
     # scaling's alpha grid: the same guards (the slow fuzz: N = 1e12 and 1e300 allocated
     # in np.geomspace), and both ends checked against the problem's alpha range
     sc_dir = tmp_path / "sc"
-    for n, needles in (("1e12", ("1000000000000 points", "GiB of memory")),
-                       ("1e300", ("1e+300 points", "GiB of memory")),
+    for n, needles in (("1e12", ("1000000000000 grid points", "GiB of memory")),
+                       ("1e300", ("1e+300 grid points", "GiB of memory")),
                        ("5000", ("5000 grid points", "--allow-large"))):
         code, _, err = run(capsys, "scaling", "--gamma", "1.5", "--target-d", "40",
                            "--alpha-range", "0.5", "2", n, "--out", str(sc_dir))

@@ -260,3 +260,121 @@ def test_a_long_eigenvalue_list_skips_the_cubic_diagnostic(monkeypatch) -> None:
         assert res.converged
         assert (res.residual_kurtosis is not None) is computed
     assert len(calls) == 1
+
+
+# ------------------------------------- item 4: inputs that declare or ask for the impossible
+
+
+def _npy_claiming(path: Path, shape) -> None:
+    from numpy.lib import format as npy
+
+    with open(path, "wb") as fh:
+        npy.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": shape})
+        fh.write(b"\0" * 800)
+
+
+def test_a_npy_header_claiming_more_than_the_file_is_refused_unread(tmp_path, capsys) -> None:
+    import zipfile
+
+    from amp_attention.cli import main
+
+    _npy_claiming(tmp_path / "huge.npy", (100_000, 100_000, 2))
+    with zipfile.ZipFile(tmp_path / "huge.npz", "w") as z:
+        z.write(tmp_path / "huge.npy", "w.npy")
+    for name in ("huge.npy", "huge.npz"):
+        assert main(["heads", "hdi", str(tmp_path / name)]) == 2  # was a MemoryError
+        line = _one_line(capsys.readouterr().err)
+        assert "(100000, 100000, 2)" in line and "truncated or damaged" in line
+
+
+def test_a_npy_within_its_file_but_beyond_memory_is_refused(tmp_path, capsys,
+                                                              monkeypatch) -> None:
+    import numpy as np
+
+    from amp_attention import resources
+    from amp_attention.cli import main
+
+    np.save(tmp_path / "w.npy", np.ones((2, 16, 4)))
+    monkeypatch.setattr(resources, "available_memory", lambda: 1000)
+    assert main(["heads", "hdi", str(tmp_path / "w.npy")]) == 2
+    assert "memory" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["se", "--target", "powerlaw", "--target-d", "1000000000"], "--target-d"),
+    (["amp", "--n-test", "1000000000000"], "--n-test"),
+    (["validate", "--seeds", "1000000000"], "--seeds"),
+    (["erm", "--n-seeds", "1000000000"], "--n-seeds"),
+    (["erm", "--n-seeds", "20000"], "--n-seeds"),  # beyond MAX_RUNS without --allow-large
+])
+def test_sizes_beyond_the_limits_are_refused_at_once(argv, flag, tmp_path, capsys) -> None:
+    import time
+
+    from amp_attention.cli import main
+
+    os.chdir(tmp_path)
+    t0 = time.perf_counter()
+    assert main(argv) == 2
+    assert time.perf_counter() - t0 < 10  # was: memory errors after up to 27 s
+    assert _one_line(capsys.readouterr().err).startswith(f"amp-attention: error: argument {flag}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cli_and_the_spec_share_the_list_limit() -> None:
+    from amp_attention.cli.problem import MAX_TARGET_VALUES
+    from amp_attention.spec import TARGET_LIST_MAX, CustomTarget, PowerLawTarget
+
+    assert MAX_TARGET_VALUES == TARGET_LIST_MAX
+    with pytest.raises(ValueError, match="at most"):
+        CustomTarget(eigenvalues=(1.0,) * (TARGET_LIST_MAX + 1))
+    with pytest.raises(ValueError, match="d must be an integer in"):
+        PowerLawTarget(d=TARGET_LIST_MAX + 1)
+
+
+# ------------------------------------------------ item 9: values read as something else
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["se", "--alpha", "0_5"], "--alpha"),  # float('0_5') is 5.0
+    (["se", "--L", "1_0"], "--L"),  # int('1_0') is 10
+    (["phase-diagram", "--alpha-range", "0.1", "1", "1_0"], "--alpha-range"),
+])
+def test_underscored_numbers_are_refused(argv, flag, capsys) -> None:
+    from amp_attention.cli import main
+
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"argument {flag}" in line and "_" in line
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "1e10", "0"])
+def test_alpha_out_of_range_names_the_real_range(value, capsys) -> None:
+    from amp_attention.cli import main
+
+    assert main(["se", "--alpha", value]) == 2
+    assert "[1e-09, 1e+09]" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("text", ["0\n0\n", "1e308\n1\n", "0 0\n1 0\n"])
+def test_degenerate_targets_are_bad_input_not_non_convergence(text, tmp_path, capsys) -> None:
+    from amp_attention.cli import main
+
+    f = tmp_path / "s0.csv"
+    f.write_text(text)
+    assert main(["se", "--target", "custom", "--target-file", str(f)]) == 2  # was exit 3
+    assert "--target-file" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("argv,flag", [
+    (["validate", "--alphas", "0.5", "0.5"], "--alphas"),
+    (["validate", "--d", "12", "12"], "--d"),
+    (["thresholds", "--kappa-grid", "0.5", "1", "0.5"], "--kappa-grid"),
+])
+def test_repeated_grid_values_are_refused(argv, flag, tmp_path, capsys) -> None:
+    from amp_attention.cli import main
+
+    os.chdir(tmp_path)
+    assert main(argv) == 2
+    line = _one_line(capsys.readouterr().err)
+    assert f"argument {flag}" in line and "once" in line
+    assert list(tmp_path.iterdir()) == []

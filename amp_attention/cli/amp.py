@@ -8,7 +8,7 @@ import sys
 
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, GAMP_DIVERGED_HINT, MODEL, PROG, HelpFormatter,
-                     check_min_int, dumps, flag_error, print_params, refuse_given)
+                     check_min_int, dumps, flag_error, given, print_params, refuse_given)
 from .execution import add_allow_large, check_size
 from .problem import add_mc_group, closed_form, mc_options, problem_from_args
 
@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
         seed = check_seed(args.seed)
     except ValueError as exc:
         raise flag_error(exc, {"d": "--d", "seed": "--seed"}) from None
-    check_size(args, problem, [d])
     check_min_int("--n-test", args.n_test, 1)
+    check_size(args, problem, [d], n_test=args.n_test if given(args, "n_test") else None)
     check_min_int("--se-iterates", args.se_iterates, 0)
     if args.damping != 1.0:
         refuse_given(args, ("se_iterates",), "applies only with --damping 1 (the SE iterates "

@@ -46,7 +46,7 @@ class CLIError(Exception):
 
 RANGES = {
     "--L": "integers in [1, 4096]", "--beta": "(0, 1000]", "--noise": "[0, 1e+12]",
-    "--kappa0": "[1e-06, 1e+06]", "--gamma": "(0, inf)", "--target-d": "integers >= 1",
+    "--kappa0": "[1e-06, 1e+06]", "--gamma": "(0, inf)", "--target-d": "integers in [1, 2000000]",
     "--p0": "integers in [1, target-d]", "--Q0": "[1e-12, 1e+12]", "--kappa": "[1e-06, 1e+06]",
     "--lam": "0 or [1e-12, 1e+06]", "--alpha": "[1e-09, 1e+09]", "--d": "integers >= 2",
     "--tol": "(0, inf)", "--max-iter": "integers >= 1", "--damping": "(0, 1]",
@@ -82,7 +82,7 @@ def flag_error(exc: Exception, flags: dict[str, str]) -> CLIError:
     if flag is None:
         return CLIError(msg)
     if flag in RANGES and "must" in msg and not any(t in msg for t in ("range", ">=", "lie in",
-                                                                       "one of")):
+                                                                       "one of", "once")):
         msg += f" (allowed range {RANGES[flag]})"
     return CLIError(f"argument {flag}: {msg}")
 
@@ -117,6 +117,30 @@ def given(args: argparse.Namespace, dest: str) -> bool:
     return dest in getattr(args, "_given", ())
 
 
+def _literal(text: str) -> str:
+    """``text`` when it is a number as written in the docs: Python's readers also accept
+    digit-group underscores ('0_5' is 5.0, '1_0' is 10), which on a command line hide a
+    typo."""
+    if "_" in text:
+        raise ValueError(text)
+    return text
+
+
+def literal_float(text: str) -> float:
+    """float() of a command-line value, refusing underscores ('0_5')."""
+    return float(_literal(text))
+
+
+def literal_int(text: str) -> int:
+    """int() of a command-line value, refusing underscores ('1_0')."""
+    return int(_literal(text))
+
+
+# argparse names the type in its message ("invalid float value: '0_5'")
+literal_float.__name__ = "float"
+literal_int.__name__ = "int"
+
+
 class Parser(argparse.ArgumentParser):
     """ArgumentParser whose store actions remember which flags the user gave.
 
@@ -131,6 +155,9 @@ class Parser(argparse.ArgumentParser):
         self.register("action", "store", _GivenStore)
         self.register("action", None, _GivenStore)
         self.register("action", "store_true", _GivenStoreTrue)
+        # every type=float / type=int flag of every subcommand reads numbers literally
+        self.register("type", float, literal_float)
+        self.register("type", int, literal_int)
 
     # Usage errors: one line naming the (sub)command's --help, not argparse's usage block.
     def parse_known_args(self, args=None, namespace=None):

@@ -13,7 +13,7 @@ from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, CLIError, HelpFormatter,
                      check_min_int, check_positive_finite, dumps, flag_error, fmt, one_line,
                      print_params, refuse_given)
-from .execution import add_allow_large, check_size
+from .execution import add_allow_large, check_run_count, check_size
 from .problem import problem_from_args
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         n_seeds = 4 if args.n_seeds is None else args.n_seeds
         check_min_int("--n-seeds", n_seeds, 1)
+        check_run_count("--n-seeds", n_seeds, 10.0, args)
         seeds = list(range(args.seed0, args.seed0 + n_seeds))
         flag = "--seed0"
     for s in seeds:

@@ -46,30 +46,52 @@ def grid_count(flag: str, n: float, minimum: int = 1) -> int:
 
 
 def check_grid_size(flag: str, points: int, max_points: int, seconds_per_point: float,
-                    workers: int, allow_large: bool) -> None:
+                    workers: int, allow_large: bool, *, what: str = "grid points",
+                    fix: str = "use a coarser grid") -> None:
     """Refuse a grid before any of it is built: always when its own arrays would not fit
-    in memory; beyond ``max_points`` (with the time it would take) unless --allow-large."""
+    in memory; beyond ``max_points`` (with the time it would take) unless --allow-large.
+    ``what`` names the points in the message, ``fix`` says what to do."""
     from ..resources import memory_shortfall
 
     short = memory_shortfall(BYTES_PER_GRID_POINT * points)
     if short:
-        raise CLIError(f"argument {flag}: a grid of {_count(points)} points {short}; use a "
-                       f"coarser grid")
+        raise CLIError(f"argument {flag}: {_count(points)} {what}: the sweep {short}; {fix}")
     if points <= max_points or allow_large:
         return
     hours = points * seconds_per_point / max(1, workers) / 3600
-    raise CLIError(f"argument {flag}: {_count(points)} grid points (about {hours:.3g} h on "
-                   f"{max(1, workers)} worker(s)) exceed {max_points}; use a coarser grid or "
-                   f"pass --allow-large")
+    raise CLIError(f"argument {flag}: {_count(points)} {what} (about {hours:.3g} h on "
+                   f"{max(1, workers)} worker(s)) exceed {max_points}; {fix} or pass "
+                   "--allow-large")
+
+
+#: finite-d runs (seeds) one command trains without --allow-large
+MAX_RUNS = 10_000
+
+
+def check_run_count(flag: str, runs: int, seconds_per_run: float, args: argparse.Namespace
+                    ) -> None:
+    """Refuse a number of finite-d runs (seeds x alphas x d) before any list of them is
+    built: always when their records would not fit in memory, beyond MAX_RUNS unless
+    --allow-large (a billion seeds ran out of memory after 27 s)."""
+    check_grid_size(flag, runs, MAX_RUNS, seconds_per_run, getattr(args, "workers", 1) or 1,
+                    getattr(args, "allow_large", False), what="finite-d runs",
+                    fix="use fewer seeds")
 
 
 def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
-               flag: str = "--d") -> None:
+               flag: str = "--d", n_test: int | None = None) -> None:
     """Refuse (exit 2) a finite-d run whose memory estimate does not fit, unless
-    --allow-large (amp_attention.resources); ``alphas`` default (problem.alpha,)."""
+    --allow-large (amp_attention.resources); ``alphas`` default (problem.alpha,);
+    ``n_test`` the test samples asked for (--n-test; default the runs' own)."""
     from ..data import n_samples
     from ..resources import finite_d_memory, memory_shortfall
 
+    if n_test is not None:  # test samples alone, whatever --allow-large says
+        d = max(ds)
+        why = memory_shortfall(8 * n_test * problem.task.L * d)
+        if why:
+            raise CLIError(f"argument --n-test: {_count(n_test)} test samples of "
+                           f"{problem.task.L} x {d} tokens {why}; lower --n-test")
     if getattr(args, "allow_large", False):
         return
     alpha = max(alphas) if alphas else problem.alpha
@@ -82,7 +104,7 @@ def check_size(args: argparse.Namespace, problem: Problem, ds, alphas=None,
         # the rows of the trained weights (W, or U and V): p = kappa d each
         p = penalty.weights_shape(d, math.ceil(min(kappa, 1e15) * d))[0] if kappa else 0
         p0 = math.ceil(min(kappa0, 1e15) * d)
-        why = memory_shortfall(finite_d_memory(n, problem.task.L, d, p, p0))
+        why = memory_shortfall(finite_d_memory(n, problem.task.L, d, p, p0, n_test))
         if why:
             flags = [flag, alpha_flag] + (["--L"] if problem.task.L > 1 else []) \
                 + (["--kappa"] if kappa > 1 else []) + (["--kappa0"] if kappa0 > 1 else [])

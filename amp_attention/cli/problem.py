@@ -168,7 +168,8 @@ def add_mc_group(parser: argparse.ArgumentParser) -> None:
 #: spectrum is better given as a density (two columns x, rho(x))
 MAX_TARGET_FILE_BYTES = 64 * 2**20
 
-#: the most values a --target-file may hold (eigenvalues, or grid points of a density)
+#: the most values a --target-file may hold (eigenvalues, or grid points of a density):
+#: the targets' own limit (amp_attention.spec.TARGET_LIST_MAX)
 MAX_TARGET_VALUES = 2_000_000
 
 def _numbers(values, what: str) -> tuple[float, ...]:

@@ -62,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
     if len(grids) > 1:
         raise CLIError("argument --kappa-grid/--kappa0-grid/--noise-grid: give at most one grid")
     if grids:
-        name = grids[0][0]
+        name, values = grids[0]
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:  # a row computed twice, as phase-diagram refuses the same
+            raise CLIError(f"argument --{name}-grid: each value once, got "
+                           f"{', '.join(f'{v:g}' for v in repeated)} more than once")
         # the grid sets this parameter: a value given for it as well would be ignored
         refuse_given(args, (name,), f"not allowed with --{name}-grid, which sets {name}")
         if name == "kappa0" and args.target not in ("wishart", "spiked"):

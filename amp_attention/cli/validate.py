@@ -10,7 +10,8 @@ from ..progress import progress_bar as _progress
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_format, figure_path
 from .common import EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, flag_error, prepare_path
-from .execution import add_allow_large, add_execution_flags, check_execution, check_size, execution
+from .execution import (add_allow_large, add_execution_flags, check_execution, check_run_count,
+                        check_size, execution)
 from .problem import add_mc_group, mc_options, problem_from_args
 
 
@@ -80,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise flag_error(exc, {"lr": "--lr", "batch_size": "--batch-size", "alphas": "--alphas",
                                 "ds": "--d", "seeds": "--seeds"}) from None
+    check_run_count("--seeds", sum(plan.seeds_at(a, d) for a in plan.alphas for d in plan.ds),
+                    30.0, args)
     check_size(args, problem, plan.ds, plan.alphas)
     out = prepare_path(Path(args.out) / "validate.json").parent
     with execution(args) as (executor, workers):

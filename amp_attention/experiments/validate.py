@@ -69,6 +69,11 @@ class ValidationPlan:
             raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {self.alphas!r}")
         if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
             raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
+        for name, values in (("alphas", self.alphas), ("ds", self.ds)):
+            repeated = sorted({v for v in values if list(values).count(v) > 1})
+            if repeated:  # one run counted twice would shrink the standard errors
+                raise ValueError(f"{name} must list each value once, got "
+                                 f"{', '.join(f'{v:g}' for v in repeated)} more than once")
         counts = self.seeds if isinstance(self.seeds, (tuple, list)) else (self.seeds,)
         if isinstance(self.seeds, (tuple, list)):
             if len(counts) != len(self.alphas):

@@ -135,6 +135,40 @@ def one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
+def _npy_claim(fh) -> tuple[tuple, np.dtype, int]:
+    """(shape, dtype, bytes of data) that the .npy header at the position of ``fh`` declares
+    (the header is read, the data not)."""
+    from numpy.lib import format as npy
+
+    version = npy.read_magic(fh)
+    read = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+    shape, _, dtype = read(fh, max_header_size=10_000)
+    count = 1
+    for n in shape:
+        count *= int(n)
+    return tuple(shape), dtype, count * dtype.itemsize
+
+
+def check_npy_claim(path: str | os.PathLike, fh, available: int) -> None:
+    """ValueError before any data is read when the .npy header at ``fh`` declares more
+    data than the file holds (``available`` bytes after the header: a damaged or
+    hostile file), or more than the memory available (amp_attention.resources)."""
+    from ..resources import memory_shortfall
+
+    start = fh.tell()
+    shape, dtype, nbytes = _npy_claim(fh)
+    left = available - (fh.tell() - start)
+    if dtype.hasobject:
+        return  # refused by np.load(allow_pickle=False) with its own message
+    if nbytes > left:
+        raise ValueError(f"W: {str(path)!r} declares an array of shape {shape} ({nbytes} "
+                         f"bytes of {dtype}) but holds {max(left, 0)} bytes of data: a "
+                         "truncated or damaged file")
+    why = memory_shortfall(3 * nbytes)  # the array, its float copy and a QR's work
+    if why:
+        raise ValueError(f"W: {str(path)!r}: an array of shape {shape} {why}")
+
+
 def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarray:
     """A numeric array from a .npy file, or from a .npz archive (``key``: which array;
     may be omitted when the archive holds one).
@@ -155,6 +189,8 @@ def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarra
             if key is not None:
                 raise ValueError(f"W: {str(path)!r} is a .npy file (one array); key applies "
                                  "only to a .npz archive")
+            with open(path, "rb") as fh:
+                check_npy_claim(path, fh, os.fstat(fh.fileno()).st_size)
             arr = np.load(path, allow_pickle=False)
         elif magic[:4] == b"PK\x03\x04":
             with np.load(path, allow_pickle=False) as archive:
@@ -166,6 +202,11 @@ def load_key_array(path: str | os.PathLike, key: str | None = None) -> np.ndarra
                 if name not in names:
                     raise ValueError(f"W: {str(path)!r} has no array {name!r}; it holds "
                                      f"{', '.join(names)}")
+                member = name if name in archive.zip.namelist() else f"{name}.npy"
+                with archive.zip.open(member) as fh:
+                    if fh.read(6) == b"\x93NUMPY":
+                        fh.seek(0)
+                        check_npy_claim(path, fh, archive.zip.getinfo(member).file_size)
                 arr = archive[name]
                 if not isinstance(arr, np.ndarray):  # NumPy returns a non-.npy member as bytes
                     raise ValueError(f"W: {str(path)!r} is not a valid .npz archive: its member "
