@@ -15,7 +15,8 @@ The policy (``threads=None``, the default everywhere):
 * Numba: every core (``NUMBA_NUM_THREADS``), dynamic scheduling (chunks of
   ``NUMBA_CHUNK`` iterations handed out on demand);
 * Numba regions and BLAS calls never overlap (the code alternates them), and GNU
-  OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``, set on import).
+  OpenMP threads wait passively (``OMP_WAIT_POLICY=passive``, set on import; lower case,
+  which libgomp reads in every locale).
 
 ``threads=N`` gives both pools N threads: on a dedicated machine two BLAS threads are
 up to ~1.4x faster on GEMM-bound runs (ERM of the linear channel at d >= 128), at

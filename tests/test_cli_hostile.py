@@ -378,3 +378,78 @@ def test_repeated_grid_values_are_refused(argv, flag, tmp_path, capsys) -> None:
     line = _one_line(capsys.readouterr().err)
     assert f"argument {flag}" in line and "once" in line
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------- item 6: read-only install, HOME without a cache
+
+
+def test_numba_cache_falls_back_to_a_private_temporary_folder(tmp_path, monkeypatch) -> None:
+    from amp_attention import _environment as envmod
+
+    pkg, home = tmp_path / "pkg", tmp_path / "home"
+    pkg.mkdir()
+    home.mkdir()
+    env = {"HOME": str(home)}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    # a writable package: Numba's own place, nothing set
+    assert envmod.numba_cache_fallback(str(pkg), env) is None and "NUMBA_CACHE_DIR" not in env
+    # nothing writable (as a read-only install with a read-only HOME)
+    monkeypatch.setattr(envmod, "_writable_directory",
+                        lambda p, real=envmod._writable_directory:
+                        str(p).startswith(str(tmp_path / "tmp")) and real(p))
+    monkeypatch.setattr(envmod.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    chosen = envmod.numba_cache_fallback(str(pkg), env)
+    assert chosen == env["NUMBA_CACHE_DIR"] and chosen.startswith(str(tmp_path / "tmp"))
+    assert os.stat(chosen).st_mode & 0o077 == 0  # private: Numba's cache files are pickles
+    # a user's own setting is kept
+    env2 = {"NUMBA_CACHE_DIR": "/somewhere"}
+    assert envmod.numba_cache_fallback(str(pkg), env2) is None
+    assert env2["NUMBA_CACHE_DIR"] == "/somewhere"
+
+
+def test_a_shared_temporary_cache_folder_is_not_trusted(tmp_path, monkeypatch) -> None:
+    from amp_attention import _environment as envmod
+
+    monkeypatch.setattr(envmod.tempfile, "gettempdir", lambda: str(tmp_path))
+    planted = tmp_path / f"amp-attention-numba-cache-{os.getuid()}"
+    planted.mkdir()
+    planted.chmod(0o777)  # writable by anyone: someone could plant pickles
+    chosen = envmod._private_temporary_folder()
+    assert chosen is not None and chosen != planted
+    assert os.stat(chosen).st_mode & 0o077 == 0
+
+
+def _read_only_mounts_possible() -> bool:
+    import shutil
+
+    if shutil.which("unshare") is None or not sys.platform.startswith("linux"):
+        return False
+    probe = subprocess.run(["unshare", "--mount", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+@pytest.mark.skipif(not _read_only_mounts_possible(), reason="needs unshare --mount")
+def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_path) -> None:
+    """The package and HOME mounted read-only (no NUMBA_CACHE_DIR): the first solve
+    printed a 46-line RuntimeError "cannot cache function ... no locator available"."""
+    import shutil
+
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "amp_attention", src / "amp_attention",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    shutil.copytree(ROOT / "solvers", src / "solvers",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    home = tmp_path / "home"
+    home.mkdir()
+    script = (f"mount --bind {src} {src} && mount -o remount,bind,ro {src} && "
+              f"mount --bind {home} {home} && mount -o remount,bind,ro {home} && "
+              f"cd {home} && exec {sys.executable} -m amp_attention se --json --max-iter 50")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONPATH")}
+    env.update(HOME=str(home), PYTHONPATH=str(src), TMPDIR=str(tmp_path))
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "locator" not in proc.stderr
+    assert json.loads(proc.stdout)["converged"] is True

@@ -1,0 +1,92 @@
+"""Process settings the package makes before Numba or libgomp load (imported first by
+``amp_attention/__init__.py``): OpenMP's waiting policy and a writable Numba cache.
+
+Both read environment variables once, when their library loads, so they are set at
+import time; a value the user set is kept (only its letter case may change).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def set_omp_wait_policy(environ: dict | None = None) -> str:
+    """OMP_WAIT_POLICY = ``passive`` unless the user set it, in lower case either way.
+
+    Numba's parallel kernels run on GNU OpenMP, whose idle threads spin for a while
+    after each parallel region; OpenBLAS's threads do the same after each GEMM.  On a
+    2-core machine the two pools take the cores from each other: a softmax ERM that
+    alternates kernels and GEMMs ran 8x slower (142 s instead of 18 s,
+    docs/performance.md).  Lower case because libgomp compares the value with
+    strncasecmp, which under a Turkish locale (LC_ALL=tr_TR.UTF-8) does not match
+    'I' with 'i': ``PASSIVE`` was rejected on every process ("Invalid value for
+    environment variable OMP_WAIT_POLICY"), ``passive`` is read in every locale."""
+    env = os.environ if environ is None else environ
+    value = env.get("OMP_WAIT_POLICY", "passive")
+    if value.isascii():
+        value = value.lower()
+    env["OMP_WAIT_POLICY"] = value
+    return value
+
+
+def _writable_directory(path: Path) -> bool:
+    """Whether files can be created in ``path`` (created if missing), tested by doing it:
+    permission bits do not say it for root on a read-only mount."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError:
+        return False
+    return True
+
+
+def _numba_user_cache() -> Path:
+    """The user-wide folder Numba falls back on (its _UserWideCacheLocator):
+    $XDG_CACHE_HOME/numba or ~/.cache/numba."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "numba"
+
+
+def numba_cache_fallback(package_dir: str, environ: dict | None = None) -> str | None:
+    """Point NUMBA_CACHE_DIR at a private temporary folder when Numba would find no
+    place for the compiled kernels: no NUMBA_CACHE_DIR, the installed package read-only
+    and the user's cache folder not writable (read-only install, HOME unset or
+    read-only).  Numba then raised a 46-line RuntimeError ("cannot cache function:
+    no locator available") at the first solve.  Returns the folder chosen, or None
+    when Numba has a place of its own.  With no writable temporary folder either,
+    NUMBA_CACHE_DIR is left unset: the CLI reports the failure in one line."""
+    env = os.environ if environ is None else environ
+    if env.get("NUMBA_CACHE_DIR"):
+        return None
+    pkg = Path(package_dir)
+    if _writable_directory(pkg / "__pycache__") or _writable_directory(_numba_user_cache()):
+        return None
+    folder = _private_temporary_folder()
+    if folder is None:
+        return None
+    env["NUMBA_CACHE_DIR"] = str(folder)
+    return str(folder)
+
+
+def _private_temporary_folder() -> Path | None:
+    """<tmp>/amp-attention-numba-cache-<uid>, kept between runs when it is this user's
+    and writable by no one else (Numba's cache files are pickles: a folder another
+    user could write to would let them run code here); otherwise a fresh private
+    folder for this process.  None when no temporary folder can be written."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    folder = Path(tempfile.gettempdir()) / f"amp-attention-numba-cache-{uid}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        st = folder.stat()
+        if (uid is None or st.st_uid == uid) and not st.st_mode & 0o022 \
+                and _writable_directory(folder):
+            return folder
+    except OSError:
+        pass
+    try:
+        return Path(tempfile.mkdtemp(prefix="amp-attention-numba-cache-"))
+    except OSError:
+        return None
