@@ -104,7 +104,7 @@ class AdamRun(Result):
     #: (iteration, loss R/n, relative gradient norm, learning rate) every record_every
     history: tuple[tuple[int, float, float, float], ...] = field(repr=False, default=())
     #: wall time
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)  # wall time is not a result
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("params", "S")
 
@@ -268,7 +268,7 @@ class LayerResult(Result):
     #: Adam iterations run
     iterations: int
     #: wall time of the training
-    seconds: float
+    seconds: float = field(compare=False)  # wall time is not a result
     eigenvalues_S: np.ndarray = field(repr=False, default=None)  # type: ignore[assignment]
     singular_values_W: np.ndarray | None = field(repr=False, default=None)
     history: tuple = field(repr=False, default=())

@@ -220,3 +220,27 @@ def check_dimension(d: object, minimum: int = 2) -> int:
 def check_seed(seed: object) -> int:
     """A seed: an integer >= 0 (what numpy's default_rng accepts)."""
     return check_count("seed", seed, 0)
+
+
+def grid_values(name: str, values: object) -> tuple:
+    """The values of a grid argument as a tuple, whatever sequence holds them: a tuple,
+    a list, a 1-d NumPy array (``np.linspace(...)``: its truth value is ambiguous, so
+    ``if not values`` fails on it), a range or any other iterable of scalars.  A string,
+    a mapping, a scalar or an array of more than one dimension raises ArgumentTypeError
+    naming ``name``; an empty grid a ValueError.  The elements are checked by the
+    caller."""
+    if isinstance(values, (str, bytes, Mapping)) or not hasattr(values, "__iter__"):
+        raise ArgumentTypeError(f"{name} must be a sequence of numbers (a list, tuple or "
+                                f"1-d array), got {_type_name(values)} {values!r}"[:300])
+    if isinstance(values, np.ndarray) and values.ndim != 1:
+        raise ArgumentTypeError(f"{name} must be a 1-d sequence, got an array of shape "
+                                f"{values.shape}")
+    out = tuple(v.item() if isinstance(v, np.generic) else v for v in values)
+    if not out:
+        raise ValueError(f"{name} must be a non-empty grid")
+    return out
+
+
+def real_grid(name: str, values: object) -> tuple[float, ...]:
+    """:func:`grid_values` as floats (each a real number: no bools, strings or None)."""
+    return tuple(_real(name, v) for v in grid_values(name, values))

@@ -119,7 +119,7 @@ class ERMResult(Result):
     restart_iterations: tuple[int, ...] = ()
     best_restart: int = 0
     method: str = ""
-    seconds: float = math.nan
+    seconds: float = field(default=math.nan, compare=False)  # wall time is not a result
 
     _NOT_IN_DICT: ClassVar[tuple[str, ...]] = ("S",)
 

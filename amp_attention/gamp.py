@@ -145,7 +145,7 @@ class GAMPResult(Result):
     residual: float
     history: tuple[GAMPIterate, ...]
     n_failed_prox: int = 0
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)  # wall time is not a result
     #: the output function g_out at the last iteration (n x K), for diagnostics
     g_out: np.ndarray | None = field(default=None, repr=False)
 

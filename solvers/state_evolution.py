@@ -106,7 +106,7 @@ class SEResult(Result):
     #: Monte-Carlo channels: warm-started prox solves that fell back to cold
     mc_warm_fallbacks: int = 0
     #: wall time of the solve
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, compare=False)  # wall time is not a result
     #: the fixed-point method that produced the point: "anderson", "damped", or
     #: "damped after anderson failed: <its status>" (the safeguarded fallback)
     method: str = ""

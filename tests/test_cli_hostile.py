@@ -453,3 +453,52 @@ def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_path) -> 
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "locator" not in proc.stderr
     assert json.loads(proc.stdout)["converged"] is True
+
+
+# ------------------------------------------------------------- item 10: the Python API
+
+
+def test_plans_take_numpy_grids() -> None:
+    import numpy as np
+
+    from amp_attention.experiments.compare import ComparePlan
+    from amp_attention.experiments.phase_diagram import PhaseDiagramPlan
+    from amp_attention.experiments.validate import ValidationPlan
+    from amp_attention.spec import Problem
+
+    plan = PhaseDiagramPlan(Problem(), alphas=np.linspace(0.1, 1, 5),
+                            lams=np.geomspace(1e-3, 1, 4))  # 'truth value ... ambiguous'
+    assert plan.alphas == tuple(np.linspace(0.1, 1, 5)) and len(plan.lams) == 4
+    assert all(type(a) is float for a in plan.alphas)
+    v = ValidationPlan(Problem(), np.array([0.5, 1.0]), np.array([16, 32]))
+    assert v.ds == (16, 32) and all(type(d) is int for d in v.ds)
+    assert ComparePlan(Problem(), alphas=np.array([0.5])).alphas == (0.5,)
+    for bad, kind in (("0.5", TypeError), (0.5, TypeError), (np.ones((2, 2)), TypeError),
+                      ([], ValueError), ([0.5, None], TypeError)):
+        with pytest.raises(kind, match="alphas"):
+            PhaseDiagramPlan(Problem(), alphas=bad, lams=(0.1,))
+
+
+def test_identical_solves_compare_equal() -> None:
+    from amp_attention.solvers.state_evolution import solve_state_evolution
+    from amp_attention.spec import Problem
+
+    a, b = solve_state_evolution(Problem()), solve_state_evolution(Problem())
+    assert a == b  # their wall times differ
+    assert a != solve_state_evolution(Problem(alpha=0.6))
+
+
+def test_literal_hdi_overflow_is_an_error_not_nan(tmp_path, capsys) -> None:
+    import numpy as np
+
+    from amp_attention.cli import main
+    from amp_attention.heads.diversity import head_diversity_index
+
+    W = np.random.default_rng(0).normal(size=(2, 16, 4)) * 1e300
+    with pytest.raises(ValueError, match="overflow"):
+        head_diversity_index(W, normalise="none")
+    assert 0 <= head_diversity_index(W) <= 1  # the default does not depend on the scale
+    np.save(tmp_path / "w.npy", W)
+    assert main(["heads", "hdi", str(tmp_path / "w.npy"), "--normalise", "none", "--json"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "overflow" in _one_line(err)

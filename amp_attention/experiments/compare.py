@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..checks import real_grid
 from ..files import atomic_write_csv, atomic_write_text
 from ..jsonsafe import strict_dumps
 from ..progress import progress_bar
@@ -36,8 +37,7 @@ class ComparePlan:
         lo, hi = self.lam_range
         if not (0 < lo < hi < float("inf")):
             raise ValueError(f"lam_range must satisfy 0 < LO < HI < inf, got {self.lam_range!r}")
-        if not self.alphas:
-            raise ValueError("alphas must hold at least one alpha")
+        object.__setattr__(self, "alphas", real_grid("alphas", self.alphas))
         for a in self.alphas:
             dataclasses.replace(self.problem, alpha=float(a))  # validates every alpha
 

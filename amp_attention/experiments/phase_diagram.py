@@ -46,6 +46,7 @@ from amp_attention.solvers.state_evolution import (COARSE_TOL, MonteCarloOptions
                                                    solve_state_evolution,
                                                    unique_fixed_point)
 
+from ..checks import real_grid
 from ..files import atomic_write_json, atomic_write_npz, ensure_directory, read_checkpoint
 from ..jsonsafe import json_safe, nonfinite_notes
 from ..progress import progress_bar
@@ -101,10 +102,7 @@ class PhaseDiagramPlan:
 
     def __post_init__(self) -> None:
         for name in ("alphas", "lams"):
-            v = getattr(self, name)
-            if not v:
-                raise ValueError(f"{name} must be a non-empty grid")
-            object.__setattr__(self, name, tuple(float(x) for x in v))
+            object.__setattr__(self, name, real_grid(name, getattr(self, name)))
         if any(not (math.isfinite(a) and a > 0) for a in self.alphas):
             raise ValueError(f"alphas must be numbers > 0, got {self.alphas!r}")
         if any(not (math.isfinite(x) and x >= 0) for x in self.lams):

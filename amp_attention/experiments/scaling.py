@@ -29,6 +29,7 @@ from amp_attention.solvers.scaling import (ModeExponentFit, PowerLawFit, fit_pow
                                            recovery_alphas, solve_point)
 from amp_attention.solvers.state_evolution import MonteCarloOptions
 
+from ..checks import real_grid
 from ..files import atomic_write_csv, atomic_write_json
 from ..progress import progress_bar
 from ..runner import Checkpoints, run_tasks
@@ -51,7 +52,7 @@ class ScalingPlan:
         if self.problem.target.power_law_exponent is None:
             raise ValueError("a scaling plan needs a PowerLawTarget (--gamma), got "
                              f"{type(self.problem.target).__name__}")
-        a = tuple(float(x) for x in self.alphas)
+        a = real_grid("alphas", self.alphas)
         if len(a) < 3 or any(not (math.isfinite(x) and x > 0) for x in a) or any(
                 y <= x for x, y in zip(a, a[1:])):
             raise ValueError(f"alphas must be >= 3 increasing numbers > 0, got {self.alphas!r}")

@@ -25,6 +25,7 @@ import numpy as np
 from amp_attention.solvers.predicted_spectrum import PredictedSpectrum
 from amp_attention.solvers.state_evolution import MonteCarloOptions, SEResult, solve_state_evolution
 
+from ..checks import Integer, grid_values
 from ..adam import AdamOptions, train_layer
 from ..files import atomic_write_json, ensure_directory
 from ..operators import check_token_dtype
@@ -73,8 +74,8 @@ class SpectrumPlan:
 
     def __post_init__(self) -> None:
         check_token_dtype(self.dtype)
-        if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
-            raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
+        object.__setattr__(self, "ds", tuple(Integer(2, integral_float=True).check("ds", d)
+                                             for d in grid_values("ds", self.ds)))
         if int(self.seeds) != self.seeds or self.seeds < 1:
             raise ValueError(f"seeds must be an integer >= 1, got {self.seeds!r}")
         if not (math.isfinite(self.zero_tol) and 0.0 <= self.zero_tol < 1.0):

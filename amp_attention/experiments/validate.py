@@ -28,7 +28,7 @@ from amp_attention.solvers.extrapolation import fit_inverse_d
 from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
 
 from ..adam import AdamOptions, train_layer
-from ..checks import Integer
+from ..checks import Integer, grid_values, real_grid
 from ..files import atomic_save_figure, atomic_write_csv, atomic_write_json, ensure_directory
 from ..operators import check_token_dtype
 from ..runner import Checkpoints, run_checkpointed
@@ -65,10 +65,11 @@ class ValidationPlan:
 
     def __post_init__(self) -> None:
         check_token_dtype(self.dtype)
-        if not self.alphas or any(not (math.isfinite(a) and a > 0) for a in self.alphas):
+        object.__setattr__(self, "alphas", real_grid("alphas", self.alphas))
+        object.__setattr__(self, "ds", tuple(Integer(2, integral_float=True).check("ds", d)
+                                             for d in grid_values("ds", self.ds)))
+        if any(not (math.isfinite(a) and a > 0) for a in self.alphas):
             raise ValueError(f"alphas must be a non-empty list of numbers > 0, got {self.alphas!r}")
-        if not self.ds or any(int(d) != d or d < 2 for d in self.ds):
-            raise ValueError(f"ds must be a non-empty list of integers >= 2, got {self.ds!r}")
         for name, values in (("alphas", self.alphas), ("ds", self.ds)):
             repeated = sorted({v for v in values if list(values).count(v) > 1})
             if repeated:  # one run counted twice would shrink the standard errors

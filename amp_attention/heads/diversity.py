@@ -298,8 +298,17 @@ def pairwise_overlaps(W: object, heads: int | None = None, *,
     With the default normalisation O_hh' = (1/d_k) sum_i cos^2 theta_i(h, h')
     in [0, 1], and O_hh = 1.
     """
-    G = cross_grams(W, heads, normalise=normalise, layout=layout)
-    return np.einsum("hgij,hgij->hg", G, G)
+    with np.errstate(over="ignore", invalid="ignore"):
+        G = cross_grams(W, heads, normalise=normalise, layout=layout)
+        O = np.einsum("hgij,hgij->hg", G, G)
+    if not np.all(np.isfinite(O)):
+        # only the literal form can overflow: it scales as the fourth power of W
+        big = float(np.max(np.abs(as_head_stack(W, heads, layout=layout))))
+        raise ValueError(f"W: with normalise='none' the literal overlaps ||W_h^T W_h'/d_k||_F^2 "
+                         f"overflow double precision (largest |entry| {big:.3g}; they scale as "
+                         "its fourth power): rescale the keys, or use normalise='orthonormal', "
+                         "which does not depend on their scale")
+    return O
 
 
 def head_diversity_index(W: object, heads: int | None = None, *,
