@@ -71,13 +71,13 @@ def numba_cache_fallback(package_dir: str, environ: dict | None = None) -> str |
     return str(folder)
 
 
-def _private_temporary_folder() -> Path | None:
-    """<tmp>/amp-attention-numba-cache-<uid>, kept between runs when it is this user's
-    and writable by no one else (Numba's cache files are pickles: a folder another
-    user could write to would let them run code here); otherwise a fresh private
-    folder for this process.  None when no temporary folder can be written."""
+def _private_temporary_folder(prefix: str = "amp-attention-numba-cache-") -> Path | None:
+    """<tmp>/<prefix><uid>, kept between runs when it is this user's and writable by no
+    one else (Numba's cache files are pickles: a folder another user could write to
+    would let them run code here); otherwise a fresh private folder for this process.
+    None when no temporary folder can be written."""
     uid = os.getuid() if hasattr(os, "getuid") else None
-    folder = Path(tempfile.gettempdir()) / f"amp-attention-numba-cache-{uid}"
+    folder = Path(tempfile.gettempdir()) / f"{prefix}{uid}"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         st = folder.stat()
@@ -87,6 +87,37 @@ def _private_temporary_folder() -> Path | None:
     except OSError:
         pass
     try:
-        return Path(tempfile.mkdtemp(prefix="amp-attention-numba-cache-"))
+        return Path(tempfile.mkdtemp(prefix=prefix))
     except OSError:
         return None
+
+
+def matplotlib_config_fallback(environ: dict | None = None) -> str | None:
+    """Point MPLCONFIGDIR at a private temporary folder when Matplotlib's own config and
+    cache folders cannot be written (HOME unset or read-only): it would make a fresh
+    temporary folder on every run and print a warning about it on stderr.  Returns the
+    folder chosen, or None (Matplotlib has its places, or the user set MPLCONFIGDIR).
+    Checked without creating anything (os.access: Matplotlib creates them itself)."""
+    env = os.environ if environ is None else environ
+    if env.get("MPLCONFIGDIR"):
+        return None
+    home = os.path.expanduser("~")
+    places = (env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
+              env.get("XDG_CACHE_HOME") or os.path.join(home, ".cache"))
+    if all(_could_write(Path(p) / "matplotlib") for p in places):
+        return None
+    folder = _private_temporary_folder("amp-attention-matplotlib-")
+    if folder is None:
+        return None
+    env["MPLCONFIGDIR"] = str(folder)
+    return str(folder)
+
+
+def _could_write(path: Path) -> bool:
+    """Whether ``path`` is a writable folder or could be created as one (its nearest
+    existing ancestor writable), asked of the system (read-only mounts included)."""
+    while not path.exists():
+        if path.parent == path:
+            return False
+        path = path.parent
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)

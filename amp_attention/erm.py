@@ -626,7 +626,7 @@ class ERMStatistics:
     """:func:`direct_erm` over seeds: per-field mean and standard error.
 
     ``mean`` / ``stderr``: {field: value} over :data:`STAT_FIELDS`, stderr =
-    std(ddof=1)/sqrt(#seeds) (0 for a single seed); ``not_converged``: the seeds
+    std(ddof=1)/sqrt(#seeds) (NaN for a single seed: not defined); ``not_converged``: the seeds
     whose run did not converge; ``results``: every :class:`ERMResult`.
     """
 
@@ -669,7 +669,8 @@ def erm_statistics(
     for name in STAT_FIELDS:
         v = np.array([float(getattr(r, name)) for r in results])
         mean[name] = float(np.mean(v))
-        stderr[name] = float(np.std(v, ddof=1) / math.sqrt(k)) if k > 1 else 0.0
+        # one seed: no standard error (NaN, null in JSON), not a claim of zero
+        stderr[name] = float(np.std(v, ddof=1) / math.sqrt(k)) if k > 1 else math.nan
     bad = tuple(r.seed for r in results if not r.converged)
     if bad:
         warnings.warn(f"erm_statistics: seeds {list(bad)} did not converge", RuntimeWarning,

@@ -502,3 +502,102 @@ def test_literal_hdi_overflow_is_an_error_not_nan(tmp_path, capsys) -> None:
     assert main(["heads", "hdi", str(tmp_path / "w.npy"), "--normalise", "none", "--json"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and "overflow" in _one_line(err)
+
+
+# -------------------------------------------------------------------- item 11: small
+
+
+def test_quickstart_help_states_the_defaults_it_runs() -> None:
+    import re
+
+    from amp_attention.cli.quickstart import QUICKSTART_DESCRIPTION as text
+    from amp_attention.experiments.quickstart import QuickstartConfig
+
+    c = QuickstartConfig()
+    text = " ".join(text.split())
+    m = re.search(r"alpha on (\d+) points from ([0-9.]*[0-9]) to ([0-9.]*[0-9])", text)
+    assert m and (float(m[2]), float(m[3]), int(m[1])) == c.alpha_grid  # said 12, ran 57
+    m = re.search(r"d = (\d+) with (\d+) seeds at (\d+) of", text)
+    assert m and (int(m[1]), int(m[2]), int(m[3])) == (c.erm_d, len(c.erm_seeds),
+                                                       len(c.erm_alpha_values))
+    for name, value in (("kappa0", c.kappa0), ("kappa", c.kappa), ("lam", c.lam),
+                        ("Delta", c.noise), ("L", c.L)):
+        assert re.search(rf"\b{name} = {value:g}\b", text), name
+
+
+def test_a_single_seed_has_no_standard_error(capsys) -> None:
+    from amp_attention.cli import main
+    from amp_attention.cli.common import plus_minus
+
+    assert main(["erm", "--n-seeds", "1", "--d", "12", "--json"]) == 0
+    assert all(v is None for v in json.loads(capsys.readouterr().out)["stderr"].values())
+    assert main(["erm", "--n-seeds", "1", "--d", "12"]) == 0
+    table = capsys.readouterr().out.split("stderr\n", 1)[1].splitlines()
+    rows = [line.split() for line in table if line.strip() and "all_converged" not in line]
+    assert len(rows) >= 5 and all(r[-1] == "-" for r in rows)  # was 0
+    assert "nan" not in plus_minus(float("nan")) and plus_minus(None).startswith("+- -")
+    assert plus_minus(0.012) == "+-0.012   "
+
+
+def test_no_warnings_with_the_jit_disabled(tmp_path) -> None:
+    code, out, err = _run(["se", "--json", "--max-iter", "30"], cwd=tmp_path,
+                          env={"NUMBA_DISABLE_JIT": "1"})
+    assert code == 0 and json.loads(out)["params"]["L"] == 1
+    assert err == "", err  # was RuntimeWarnings of the kernels run as Python
+
+
+def test_matplotlib_config_falls_back_when_home_is_read_only(tmp_path, monkeypatch) -> None:
+    from amp_attention import _environment as envmod
+
+    monkeypatch.setattr(envmod.tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    ok = tmp_path / "home"
+    ok.mkdir()
+    env = {"XDG_CONFIG_HOME": str(ok / ".config"), "XDG_CACHE_HOME": str(ok / ".cache")}
+    assert envmod.matplotlib_config_fallback(env) is None and "MPLCONFIGDIR" not in env
+    assert not (ok / ".config").exists()  # nothing created by the check
+    monkeypatch.setattr(envmod, "_could_write", lambda p: False)
+    chosen = envmod.matplotlib_config_fallback(env)
+    assert chosen == env["MPLCONFIGDIR"] and os.stat(chosen).st_mode & 0o077 == 0
+    env2 = {"MPLCONFIGDIR": "/mine"}
+    assert envmod.matplotlib_config_fallback(env2) is None and env2["MPLCONFIGDIR"] == "/mine"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, /proc")
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_a_terminated_sweep_ends_in_one_line_and_stops_its_workers(sig, code, tmp_path) -> None:
+    """kill -TERM (or a closed terminal) on a sweep with local workers: one line, exit
+    128 + signal, the workers gone, no 'leaked semaphore' report; the rerun resumes."""
+    import signal
+    import time
+
+    out = tmp_path / "pd"
+    argv = [sys.executable, "-m", "amp_attention", "phase-diagram", "--channel", "softmax",
+            "--L", "2", "--alpha-range", "0.1", "1", "6", "--lam-range", "0.01", "1", "3",
+            "--workers", "2", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        if (out / "points").is_dir() and any((out / "points").glob("*.json")):
+            break
+        if proc.poll() is not None:
+            break
+        time.sleep(0.5)
+    assert proc.poll() is None, "finished before the signal: make the sweep longer"
+    children = [int(p) for p in open(f"/proc/{proc.pid}/task/{proc.pid}/children").read().split()]
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code
+    assert _one_line(err) == (f"amp-attention: terminated by {sig}; finished runs/points are "
+                              "saved, rerun the same command to resume")
+    time.sleep(1)
+    def running(pid: int) -> bool:  # a zombie (exited, not yet reaped) has stopped
+        try:
+            return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+    alive = {c: open(f"/proc/{c}/cmdline").read().replace("\0", " ")[:200] for c in children
+             if running(c)}
+    assert not {c: a for c, a in alive.items() if "resource_tracker" not in a}, alive

@@ -136,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     guard = InterruptGuard().install()  # Ctrl-C wherever it lands: exit 130, one line
     try:
         check_environment()  # before anything imports Numba, which reads it then
+        if os.environ.get("NUMBA_DISABLE_JIT", "0").strip() not in ("", "0"):
+            # the kernels run as Python on NumPy scalars: their divisions by zero and
+            # NaNs, silent when compiled (error_model="numpy") and handled by the code
+            # that follows them, would each print a RuntimeWarning
+            import warnings
+
+            warnings.filterwarnings("ignore", category=RuntimeWarning,
+                                    module=r"amp_attention\._\w+_kernels")
         from ..threads import thread_policy
 
         if args.threads is not None:
@@ -155,12 +163,19 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except KeyboardInterrupt:
         guard.stop()
+        import signal
+
+        number = guard.signal_number
+        if number in (None, signal.SIGINT):
+            what, code = "interrupted", 130
+        else:  # terminated: the shell's convention 128 + the signal's number
+            what, code = f"terminated by {signal.Signals(number).name}", 128 + int(number)
         if args.command in RESUMABLE and (args.command != "spectrum" or args.simulate):
-            print(f"{PROG}: interrupted; finished runs/points are saved, rerun the same "
+            print(f"{PROG}: {what}; finished runs/points are saved, rerun the same "
                   "command to resume", file=sys.stderr)
         else:
-            print(f"{PROG}: interrupted; nothing was saved", file=sys.stderr)
-        return 130
+            print(f"{PROG}: {what}; nothing was saved", file=sys.stderr)
+        return code
     except BrokenPipeError:  # e.g. `amp-attention se --json | head -c 100`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -329,3 +329,12 @@ def check_outputs_spare_inputs(args: argparse.Namespace, inputs: dict[str, Path]
                 raise CLIError(f"argument --out: the input {what} ({inputs[what]}) is one of "
                                f"the files {args.command} writes or manages in {out!r}; "
                                "refusing to overwrite it: move it or choose another --out")
+
+
+def plus_minus(stderr: float | None, spec: str = "<8.2g") -> str:
+    """``+-<stderr>`` formatted with ``spec``, or ``+-`` and a dash when the standard error
+    is not defined (one seed, a run that diverged): never ``+-nan``."""
+    if stderr is None or not math.isfinite(float(stderr)):
+        width = len(f"{0.0:{spec}}")
+        return f"+- {'-':<{max(width - 1, 1)}}"
+    return f"+-{float(stderr):{spec}}"

@@ -4,6 +4,7 @@ error of every statistic."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from typing import TYPE_CHECKING, Any, Sequence
@@ -128,7 +129,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"direct ERM at d = {d}, n = {stats.n}, {len(seeds)} seed(s)")
         print(f"  {'field':<16} {'mean':>16} {'stderr':>14}")
         for k in stats.mean:
-            print(f"  {k:<16} {stats.mean[k]:>16.8g} {stats.stderr[k]:>14.4g}")
+            err = stats.stderr[k]
+            print(f"  {k:<16} {stats.mean[k]:>16.8g} "
+                  f"{err if math.isfinite(err) else '-':>14{'.4g' if math.isfinite(err) else ''}}")
         print(f"  all_converged    {fmt(stats.all_converged)}")
     if not stats.all_converged:
         print(f"{PROG}: direct ERM did not converge for seed(s) {stats.not_converged} "

@@ -79,12 +79,15 @@ class InterruptGuard:
         import threading
 
         self.received = False
+        #: the signal that ended the command: SIGINT (Ctrl-C), SIGTERM or SIGHUP
+        self.signal_number: int | None = None
         self._stopped = False
         self._installed = False
         self._pid = os.getpid()
         self._done = threading.Event()
         self._resender: Any = None
         self._old_handler: Any = None
+        self._old_terminate: dict = {}
         self._old_hook: Any = None
         self._old_excepthook: Any = None
 
@@ -92,9 +95,20 @@ class InterruptGuard:
         import signal
         import threading
 
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self._old_handler = signal.signal(signal.SIGINT, self._handler)
+        # SIGTERM / SIGHUP (kill, a closed terminal) end the command as Ctrl-C does:
+        # worker pools shut down, finished points kept, one line; killed outright, the
+        # process left its pools' semaphores to the resource tracker, which printed
+        # "There appear to be 5 leaked semaphore objects" on stderr.  Also where SIGINT
+        # is ignored (a background job of a non-interactive shell).
+        for name in ("SIGTERM", "SIGHUP"):
+            number = getattr(signal, name, None)
+            if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+                self._old_terminate[number] = signal.signal(number, self._handler)
+        if self._old_handler is not None or self._old_terminate:
             self._old_hook = sys.unraisablehook
             sys.unraisablehook = self._unraisable
             self._old_excepthook = sys.excepthook
@@ -104,14 +118,27 @@ class InterruptGuard:
 
     def _handler(self, signum, frame) -> None:
         import os
+        import signal
         import threading
 
         if os.getpid() != self._pid:  # a forked worker: the default behaviour
+            if signum != signal.SIGINT:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
             raise KeyboardInterrupt
         if self._stopped:
             return
         if not self.received:
             self.received = True
+            self.signal_number = signum
+            if signum != signal.SIGINT:
+                # as a terminal's Ctrl-C reaches the whole process group: the workers
+                # of a local pool stop too, else the pool's shutdown waits on them
+                import multiprocessing
+
+                for child in multiprocessing.active_children():
+                    with contextlib.suppress(OSError, TypeError):
+                        os.kill(child.pid, signum)
             self._resender = threading.Thread(target=self._resend, daemon=True,
                                               name="amp-attention-interrupt")
             self._resender.start()
@@ -124,7 +151,7 @@ class InterruptGuard:
         main = threading.main_thread().ident
         while not self._done.wait(self.RESEND):
             if hasattr(signal, "pthread_kill"):  # wakes a blocking call of the main thread
-                signal.pthread_kill(main, signal.SIGINT)
+                signal.pthread_kill(main, self.signal_number or signal.SIGINT)
             else:  # pragma: no cover - not POSIX
                 import _thread
 
@@ -174,7 +201,11 @@ class InterruptGuard:
             self._installed = False
             # signal.signal first runs the handlers of pending signals (a last re-sent
             # one: the no-op), then restores the previous handler
-            signal.signal(signal.SIGINT, self._old_handler)
+            if self._old_handler is not None:
+                signal.signal(signal.SIGINT, self._old_handler)
+            for number, old in self._old_terminate.items():
+                signal.signal(number, old)
+            self._old_terminate = {}
             sys.unraisablehook = self._old_hook
             sys.excepthook = self._old_excepthook
 

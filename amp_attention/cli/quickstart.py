@@ -9,14 +9,14 @@ from pathlib import Path
 
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_format, figure_path
-from .common import EXIT_NOT_CONVERGED, EXIT_OK, PROG, CLIError, HelpFormatter, fmt
+from .common import EXIT_NOT_CONVERGED, EXIT_OK, PROG, CLIError, HelpFormatter, fmt, plus_minus
 
 
 QUICKSTART_DESCRIPTION = """\
 The main job on built-in defaults: linear channel, L = 1, Wishart target with
 kappa0 = 0.5, factorised learner with kappa = 1 and lam = 0.1, label noise
-Delta = 0.5, and alpha on 12 points from 0.1 to 1.5. Solves the state evolution
-along alpha, prints a table, runs direct ERM at d = 48 with 2 seeds at 4 of the
+Delta = 0.5, and alpha on 57 points from 0.1 to 1.5 (step 0.025). Solves the state
+evolution along alpha, prints a table, runs direct ERM at d = 48 with 2 seeds at 4 of the
 alphas (unless --no-erm) and writes DIR/quickstart.csv, DIR/quickstart.json and
 DIR/quickstart.png (test error, train error and matrix MSE vs alpha; SE lines,
 ERM points with one-standard-error bars; the Bayes-optimal estimator, the best
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {'alpha':>7} {'train_error':>20} {'test_error':>20} {'matrix_mse':>20} "
               f"{'converged':>10}")
         for row in erm_rows:
-            cells = " ".join(f"{row['mean'][f]:>10.5f}+-{row['stderr'][f]:<8.5f}"
+            cells = " ".join(f"{row['mean'][f]:>10.5f}{plus_minus(row['stderr'][f], '<8.5f')}"
                              for f in QUANTITIES)
             print(f"  {row['alpha']:>7.4f} {cells} {fmt(row['all_converged']):>10}")
     print(f"wrote {out / 'quickstart.csv'}, {out / 'quickstart.json'} and "

@@ -11,7 +11,7 @@ from ..files import atomic_write_text
 from ..progress import progress_bar as _progress
 from .examples import epilog
 from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, PROG, HelpFormatter, dumps, flag_error,
-                     prepare_path, refuse_given, se_failure)
+                     plus_minus, prepare_path, refuse_given, se_failure)
 from .execution import add_allow_large, add_execution_flags, check_execution, check_size, execution
 from .problem import add_mc_group, mc_options, problem_from_args
 from .figures import add_figure_format_flag, figure_format, figure_path, write_spectrum
@@ -126,8 +126,9 @@ def run(args: argparse.Namespace) -> int:
           + (f", {resumed} resumed from {out / 'runs'}" if resumed > 0 else ""))
     print(f"  {'d':>6} {'seeds':>5} {'KS(Shat)':>20} {'KS(W)':>20} {'zero fraction':>14}")
     for r in summary["per_d"]:
-        ks_w = (f"{r['ks_W']:>9.4g} +-{r['ks_W_stderr']:<8.2g}" if "ks_W" in r else f"{'-':>20}")
-        print(f"  {r['d']:>6} {r['n_seeds']:>5} {r['ks_S']:>9.4g} +-{r['ks_S_stderr']:<8.2g} "
+        ks_w = (f"{r['ks_W']:>9.4g} {plus_minus(r['ks_W_stderr'])}" if "ks_W" in r
+                else f"{'-':>20}")
+        print(f"  {r['d']:>6} {r['n_seeds']:>5} {r['ks_S']:>9.4g} {plus_minus(r['ks_S_stderr'])} "
               f"{ks_w} {r['zero_fraction_S']:>14.4g}")
     print(f"wrote {out / 'spectrum.json'} and {figure_path(out / 'spectrum.png', args)}",
           file=sys.stderr)

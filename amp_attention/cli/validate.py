@@ -9,7 +9,8 @@ from pathlib import Path
 from ..progress import progress_bar as _progress
 from .examples import epilog
 from .figures import add_figure_format_flag, figure_format, figure_path
-from .common import EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, flag_error, prepare_path
+from .common import (EXIT_NOT_CONVERGED, EXIT_OK, MODEL, HelpFormatter, flag_error, plus_minus,
+                     prepare_path)
 from .execution import (add_allow_large, add_execution_flags, check_execution, check_run_count,
                         check_size, execution)
 from .problem import add_mc_group, mc_options, problem_from_args
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
           + (f", {resumed} resumed from {out / 'runs'}" if resumed > 0 else ""))
     print(f"  {'alpha':>6} {'d':>6} {'test_error':>22} {'train_error':>22} {'matrix_mse':>22}")
     for r in summary["table"]:
-        cells = " ".join(f"{r[q]:>11.5g} +-{r[q + '_stderr']:<8.2g}" for q in
+        cells = " ".join(f"{r[q]:>11.5g} {plus_minus(r[q + '_stderr'])}" for q in
                          ("test_error", "train_error", "matrix_mse"))
         print(f"  {r['alpha']:>6g} {r['d']:>6} {cells}")
     print(f"wrote {out / 'validate.csv'}, {out / 'validate.json'} and "
