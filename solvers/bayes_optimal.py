@@ -42,7 +42,7 @@ from amp_attention.targets import target_measure
 
 from .bayes_channel_integrals import BayesMonteCarloOptions, MonteCarloBayesChannel
 from .se_driver import SOLVER_OPTIONS, choose_and_compare, reported_start_fields, start_names
-from .state_evolution import SEResult
+from .state_evolution import SEResult, t_halfwidths
 
 #: the informative start: e0 = this times the prior variance Q0 - m1^2
 INFORMATIVE_START = 1e-6
@@ -403,6 +403,8 @@ def solve_bayes_optimal(problem: Problem, *, tol: float = 1e-10, max_iter: int =
         m=q, q=q, V=e, m_hat=run.q_hat, q_hat=run.q_hat, V_hat=run.q_hat, train_error=nan,
         test_error=test, matrix_mse=e, loss=nan, rank_fraction=1.0, trace_per_d=se.m1,
         quadrature_error=run.den.quadrature_error, mc_stderr=stderr, mc_error_method=how,
+        mc_dof=None if stderr is None else replicas - 1,
+        mc_halfwidth95=t_halfwidths(stderr, None if stderr is None else replicas - 1),
         **reported_start_fields(
             run, start=best, t0=t0, alternative=alternative, metastable=metastable,
             policy=("both starts: the Bayes-optimal SE can have several fixed points"

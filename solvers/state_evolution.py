@@ -38,6 +38,7 @@ from amp_attention.targets import DiscreteMeasure, target_measure
 from .fixed_point import (FixedPointReport, relative_residual, solve_fixed_point,
                           solve_fixed_point_quasi_newton)
 from .noisy_fixed_point import REL_STEP as NOISY_REL_STEP
+from .noisy_fixed_point import BATCHES as AVERAGED_BATCHES
 from .noisy_fixed_point import (AveragedReport, central_jacobian, solve_averaged_fresh,
                                 solve_noisy_fixed_point)
 from .predicted_spectrum import PredictedSpectrum
@@ -99,6 +100,12 @@ class SEResult(Result):
     mc_stderr: dict[str, float] | None = None
     #: how mc_stderr was obtained (replicas, propagated through the fixed point)
     mc_error_method: str = ""
+    #: degrees of freedom of mc_stderr (replicas - 1: each error is itself estimated
+    #: from the replicas' spread, so value +- t mc_stderr follows Student's law)
+    mc_dof: int | None = None
+    #: half-widths of the 95 % intervals: t_{0.975, mc_dof} x mc_stderr per field
+    #: (2.36 x at the default 8 replicas, where "+- 2 errors" covers ~91 %)
+    mc_halfwidth95: dict[str, float] | None = None
     #: Monte-Carlo channels: iterations on the coarse prefix of the RQMC points
     iterations_coarse: int = 0
     #: Monte-Carlo channels: proximal solves flagged in the last evaluation
@@ -1398,15 +1405,21 @@ def _diagnostics(se: StateEvolution, problem: Problem, rep, grad, fields: dict,
     standard errors and prox failures, the V_hat jump share, the residual kurtosis of an
     eigenvalue-list target, the finite-d sampling error."""
     out: dict[str, Any] = {"mc_stderr": None, "mc_error_method": "", "mc_failed_prox": 0,
-                           "mc_warm_fallbacks": 0}
+                           "mc_warm_fallbacks": 0, "mc_dof": None, "mc_halfwidth95": None}
     if se.mc is not None:
         out["mc_failed_prox"] = se.channel.n_failed
         out["mc_warm_fallbacks"] = se.channel.n_warm_fallback
         try:
             if isinstance(rep, AveragedReport) and rep.converged:
                 out["mc_stderr"], out["mc_error_method"] = averaged_mc_stderr(se, rep, grad)
+                # its (m, q, V) error is the largest of three estimators, one of them
+                # batch means over BATCHES batches: counted at that smallest dof
+                dof = min(AVERAGED_BATCHES, se.mc.replicas) - 1
             else:
                 out["mc_stderr"], out["mc_error_method"] = propagated_mc_stderr(se, rep.x, grad)
+                dof = se.mc.replicas - 1
+            out["mc_dof"] = dof
+            out["mc_halfwidth95"] = t_halfwidths(out["mc_stderr"], dof)
         except ValueError as exc:  # e.g. a failed solve's last iterate: no hats there
             out["mc_error_method"] = f"unavailable: {exc}"
     jump, jump_err, rs_warning = None, None, ""
@@ -1556,6 +1569,19 @@ def _observable_jacobian(se: StateEvolution, x: np.ndarray, rel_step: float = 1e
         except ValueError as exc:
             return str(exc)
     return grad
+
+
+def t_halfwidths(stderr: dict[str, float] | None, dof: int | None,
+                 level: float = 0.95) -> dict[str, float] | None:
+    """Half-widths t_{(1 + level)/2, dof} x stderr of two-sided intervals at ``level``
+    for standard errors estimated with ``dof`` degrees of freedom (Student's law: the
+    error estimate of R replicas is itself uncertain, R - 1 dof)."""
+    if stderr is None or dof is None or dof < 1:
+        return None
+    from scipy.stats import t as student
+
+    q = float(student.ppf(0.5 + 0.5 * level, dof))
+    return {k: (q * v if v is not None else None) for k, v in stderr.items()}
 
 
 def propagated_mc_stderr(

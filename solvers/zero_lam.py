@@ -109,13 +109,13 @@ def solve_interpolator(problem: Problem, mc=None, *, t0: float | None = None):
     (:func:`interpolator_overlaps`) with the channel's test errors at its overlaps
     (test-only Monte-Carlo samples for the RQMC channels, with their replica errors);
     train error and loss 0, V infinite, conjugates 0."""
-    from .state_evolution import SEResult, StateEvolution
+    from .state_evolution import SEResult, StateEvolution, t_halfwidths
 
     t0 = time.perf_counter() if t0 is None else t0
     ov = interpolator_overlaps(problem)
     se = StateEvolution(problem, mc)
     m, q = ov["m"], ov["q"]
-    stderr, how = None, ""
+    stderr, how, dof = None, "", None
     tf = getattr(se.channel, "test_fields", None)
     fields = tf(m, q, se.Q0) if tf is not None else None
     if fields is not None:
@@ -123,6 +123,7 @@ def solve_interpolator(problem: Problem, mc=None, *, t0: float | None = None):
         R = fields.shape[0]
         err = fields.std(axis=0, ddof=1) / math.sqrt(R)
         stderr = {"test_error": float(err[0]), "test_error_noisy": float(err[1])}
+        dof = R - 1
         how = (f"replica spread over {R} replicas of the test-only samples (the overlaps "
                "are deterministic: limit equations)")
     else:
@@ -141,7 +142,8 @@ def solve_interpolator(problem: Problem, mc=None, *, t0: float | None = None):
                      "interpolator (lam -> 0+ limit equations, docs/theory.md 12.1)",
         method=(f"limit equations: sigma = {ov['sigma']:.6g}, t = {ov['t']:.6g} "
                 "(Shat = relu(S0 + sigma Z - t))"),
-        mc_stderr=stderr, mc_error_method=how, test_error_noisy=noisy,
+        mc_stderr=stderr, mc_error_method=how, test_error_noisy=noisy, mc_dof=dof,
+        mc_halfwidth95=t_halfwidths(stderr, dof),
         prox_branch=se.prox_branch, seconds=time.perf_counter() - t0)
 
 

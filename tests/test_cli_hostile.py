@@ -601,3 +601,26 @@ def test_a_terminated_sweep_ends_in_one_line_and_stops_its_workers(sig, code, tm
     alive = {c: open(f"/proc/{c}/cmdline").read().replace("\0", " ")[:200] for c in children
              if running(c)}
     assert not {c: a for c, a in alive.items() if "resource_tracker" not in a}, alive
+
+
+# ------------------------------------- item 12: error bars that say how far to trust them
+
+
+@pytest.mark.parametrize("replicas,t975", [(8, 2.3646), (4, 3.1824)])
+def test_monte_carlo_errors_carry_their_degrees_of_freedom(replicas, t975) -> None:
+    """Each mc_stderr is estimated from R replicas (Student's law, R - 1 dof); the 95 %
+    half-widths use that quantile (t(0.975, 7) = 2.3646, t(0.975, 3) = 3.1824, from
+    tables), not 2."""
+    from amp_attention.solvers.state_evolution import MonteCarloOptions, solve_state_evolution
+    from amp_attention.spec import Problem, Task
+
+    r = solve_state_evolution(Problem(Task("softmax", L=2)),
+                              mc=MonteCarloOptions(replicas=replicas, log2_n=9,
+                                                   coarse_log2_n=7))
+    assert r.mc_dof == replicas - 1
+    for k, se in r.mc_stderr.items():
+        assert r.mc_halfwidth95[k] == pytest.approx(t975 * se, rel=1e-4), k
+    d = r.to_dict()
+    assert d["mc_dof"] == replicas - 1 and set(d["mc_halfwidth95"]) == set(r.mc_stderr)
+    closed = solve_state_evolution(Problem())  # closed form: no Monte Carlo, no dof
+    assert closed.mc_dof is None and closed.mc_halfwidth95 is None

@@ -65,6 +65,8 @@ SE_FIELD_HELP = {
     "prox_branch": "prox minimiser taken: global, or teacher (descent from u*)",
     "prox_branch_split": "share of samples where the two branches' minimisers differ",
     "mc_convergence": "the Monte-Carlo convergence rule's numbers, where it decided",
+    "mc_dof": "degrees of freedom of mc_stderr (replicas - 1)",
+    "mc_halfwidth95": "95 % half-widths: t(0.975, mc_dof) x mc_stderr per field",
     "estimator": "erm, or bayes (the MMSE estimator)",
     "plugin_test_error": "bayes: test error of g(h(E[S0 | data]))",
     "perfect_recovery": "bayes: the MMSE vanished (below 1e-7 Q0)",
