@@ -236,6 +236,14 @@ def _aside(path: Path) -> Path:
     return aside
 
 
+#: the largest checkpoint file read (a paper figure's chain file holds a few MB)
+MAX_CHECKPOINT_BYTES = 256 * 2**20
+
+
+class _TooLarge(Exception):
+    """A checkpoint file above MAX_CHECKPOINT_BYTES (moved aside unread)."""
+
+
 def _number_or_null(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
@@ -251,7 +259,8 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = (),
     """The JSON object of a finished task's file, or None when there is none.
 
     A file that is not a JSON object with the ``required`` keys (truncated,
-    garbage, another format, nested too deep to parse), or where one of ``numbers``
+    garbage, another format, nested too deep to parse, larger than
+    MAX_CHECKPOINT_BYTES), or where one of ``numbers``
     holds something else than a number or null, is moved aside to ``<name>.unreadable`` (numbered if
     that is taken: nothing is deleted), a one-line notice on stderr names both
     paths, and None is returned, so that the caller computes the task again.
@@ -263,7 +272,11 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = (),
     output_target(path)
     if not path.exists():
         return None
+    size = path.stat().st_size
     try:
+        if size > MAX_CHECKPOINT_BYTES:  # not one of ours: never read whole into memory
+            raise _TooLarge(f"{size} bytes, more than any result file holds "
+                            f"({MAX_CHECKPOINT_BYTES // 2**20} MiB)")
         record = json.loads(path.read_text())
         missing = ([k for k in required if k not in record] if isinstance(record, dict)
                    else ["(not a JSON object)"])
@@ -271,6 +284,8 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = (),
         if not why:
             wrong = [k for k in numbers if k in record and not _number_or_null(record[k])]
             why = f"not a number: {', '.join(wrong)}" if wrong else ""
+    except _TooLarge as exc:
+        why = str(exc)
     except (OSError, ValueError) as exc:
         why = f"not JSON: {' '.join(str(exc).split())}"[:300]
     except RecursionError:
