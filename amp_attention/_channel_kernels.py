@@ -65,7 +65,9 @@ import threading
 import types
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from ._jit import njit
 
 SOFTMAX = 0
 SEQ2LAB = 1

@@ -77,8 +77,9 @@ def _private_temporary_folder(prefix: str = "amp-attention-numba-cache-") -> Pat
     would let them run code here); otherwise a fresh private folder for this process.
     None when no temporary folder can be written."""
     uid = os.getuid() if hasattr(os, "getuid") else None
-    folder = Path(tempfile.gettempdir()) / f"{prefix}{uid}"
     try:
+        # gettempdir() raises when no candidate folder (TMPDIR, /tmp, ..., cwd) is writable
+        folder = Path(tempfile.gettempdir()) / f"{prefix}{uid}"
         folder.mkdir(mode=0o700, exist_ok=True)
         st = folder.stat()
         if (uid is None or st.st_uid == uid) and not st.st_mode & 0o022 \

@@ -12,7 +12,7 @@ region right after a BLAS call fights BLAS's spinning threads for the cores
 
 from __future__ import annotations
 
-from numba import njit
+from ._jit import njit
 
 
 @njit(cache=True)

@@ -24,7 +24,7 @@ import cmath
 import math
 
 import numpy as np
-from numba import njit
+from ._jit import njit
 
 MP = 0
 DISCRETE = 1

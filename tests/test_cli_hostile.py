@@ -430,9 +430,13 @@ def _read_only_mounts_possible() -> bool:
 
 
 @pytest.mark.skipif(not _read_only_mounts_possible(), reason="needs unshare --mount")
-def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_path) -> None:
+@pytest.mark.parametrize("tmp_writable", [True, False])
+def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_writable,
+                                                                  tmp_path) -> None:
     """The package and HOME mounted read-only (no NUMBA_CACHE_DIR): the first solve
-    printed a 46-line RuntimeError "cannot cache function ... no locator available"."""
+    printed a 46-line RuntimeError "cannot cache function ... no locator available".
+    With a writable temporary folder the cache goes there, silently; without one the
+    kernels are compiled in memory after one notice line."""
     import shutil
 
     src = tmp_path / "src"
@@ -440,19 +444,28 @@ def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_path) -> 
                     ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     shutil.copytree(ROOT / "solvers", src / "solvers",
                     ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
-    home = tmp_path / "home"
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
-    script = (f"mount --bind {src} {src} && mount -o remount,bind,ro {src} && "
-              f"mount --bind {home} {home} && mount -o remount,bind,ro {home} && "
-              f"cd {home} && exec {sys.executable} -m amp_attention se --json --max-iter 50")
+    tmp.mkdir()
+    # without a writable TMPDIR Python's gettempdir() falls back on /tmp and /var/tmp:
+    # those are made read-only too (in this private mount namespace only)
+    read_only = [src, home] + ([] if tmp_writable else [tmp, "/tmp", "/var/tmp"])
+    script = " && ".join(f"mount --bind {p} {p} && mount -o remount,bind,ro {p}"
+                         for p in read_only)
+    script += f" && cd {home} && exec {sys.executable} -m amp_attention se --json --max-iter 50"
     env = {k: v for k, v in os.environ.items()
-           if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONPATH")}
-    env.update(HOME=str(home), PYTHONPATH=str(src), TMPDIR=str(tmp_path))
+           if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME", "PYTHONPATH", "MPLCONFIGDIR")}
+    env.update(HOME=str(home), PYTHONPATH=str(src), TMPDIR=str(tmp))
     proc = subprocess.run(["unshare", "--mount", "sh", "-c", script], env=env,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "locator" not in proc.stderr
     assert json.loads(proc.stdout)["converged"] is True
+    if tmp_writable:
+        assert proc.stderr == ""
+        assert list(tmp.glob("amp-attention-numba-cache-*/**/*.nbi"))
+    else:
+        assert _one_line(proc.stderr).startswith("amp-attention: notice: no folder can hold")
 
 
 # ------------------------------------------------------------- item 10: the Python API
