@@ -217,6 +217,7 @@ def test_a_sigkilled_sweep_leaves_no_temporary_after_the_next_run(tmp_path) -> N
     ('[1, true]', "numbers only"),
     ("[" * 100_000 + "]" * 100_000, "nested too deep"),
     ("1\n" + "x" * 50_000 + "\n", "line 2: not a number"),
+    ("1\n0_5\n", "line 2: not a number: '0_5'"),  # float('0_5') is 5.0
 ])
 def test_bad_target_files_are_one_short_line(text, expected, tmp_path, capsys) -> None:
     from amp_attention.cli import main

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..channels.base import NOISE_LOCATIONS
 from ..penalties.registry import penalty_class, penalty_names, penalty_summary
-from .common import (PROG, CLIError, OmittingArgumentGroup, Parser, flag_error, one_line,
-                     refuse_given)
+from .common import (PROG, CLIError, OmittingArgumentGroup, Parser, flag_error, literal_float,
+                     one_line, refuse_given)
 
 if TYPE_CHECKING:
     from ..spec import Problem
@@ -172,6 +172,7 @@ MAX_TARGET_FILE_BYTES = 64 * 2**20
 #: the targets' own limit (amp_attention.spec.TARGET_LIST_MAX)
 MAX_TARGET_VALUES = 2_000_000
 
+
 def _numbers(values, what: str) -> tuple[float, ...]:
     """A JSON list of numbers as floats: strings, booleans and nested lists refused (a
     string "12" would otherwise be read as the digits 1, 2)."""
@@ -222,7 +223,7 @@ def read_target_file(path: Path):
             if not fields:
                 continue
             try:
-                rows.append([float(v) for v in fields])
+                rows.append([literal_float(v) for v in fields])  # '0_5' is not 5.0
             except ValueError:
                 bad = next(v for v in fields if not _is_float(v))
                 raise ValueError(f"line {number}: not a number: {bad[:40]!r}"
@@ -242,7 +243,7 @@ def read_target_file(path: Path):
 
 def _is_float(text: str) -> bool:
     try:
-        float(text)
+        literal_float(text)
     except ValueError:
         return False
     return True
