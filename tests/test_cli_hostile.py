@@ -445,6 +445,7 @@ def test_a_read_only_checkout_and_home_solve_without_a_cache_error(tmp_writable,
                     ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
     shutil.copytree(ROOT / "solvers", src / "solvers",
                     ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    shutil.copy(ROOT / "pyproject.toml", src)  # marks a source checkout (_checkout.py)
     home, tmp = tmp_path / "home", tmp_path / "tmp"
     home.mkdir()
     tmp.mkdir()
