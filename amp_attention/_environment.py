@@ -61,8 +61,8 @@ def numba_cache_fallback(package_dir: str, environ: dict | None = None) -> str |
     env = os.environ if environ is None else environ
     if env.get("NUMBA_CACHE_DIR"):
         return None
-    pkg = Path(package_dir)
-    if _writable_directory(pkg / "__pycache__") or _writable_directory(_numba_user_cache()):
+    # asked of the system, nothing created: this runs at every import of the package
+    if _could_write(Path(package_dir) / "__pycache__") or _could_write(_numba_user_cache()):
         return None
     folder = _private_temporary_folder()
     if folder is None:

@@ -124,8 +124,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # someone else's process (or unknowable): keep its file
+    except (OSError, OverflowError):
+        return True  # someone else's process (EPERM) or unknowable: keep its file
     return True
 
 
@@ -240,10 +240,6 @@ def _aside(path: Path) -> Path:
 MAX_CHECKPOINT_BYTES = 256 * 2**20
 
 
-class _TooLarge(Exception):
-    """A checkpoint file above MAX_CHECKPOINT_BYTES (moved aside unread)."""
-
-
 def _number_or_null(value: Any) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
@@ -275,17 +271,16 @@ def read_checkpoint(path: Path | str, required: Sequence[str] = (),
     size = path.stat().st_size
     try:
         if size > MAX_CHECKPOINT_BYTES:  # not one of ours: never read whole into memory
-            raise _TooLarge(f"{size} bytes, more than any result file holds "
-                            f"({MAX_CHECKPOINT_BYTES // 2**20} MiB)")
-        record = json.loads(path.read_text())
-        missing = ([k for k in required if k not in record] if isinstance(record, dict)
-                   else ["(not a JSON object)"])
-        why = f"missing {', '.join(missing)}" if missing else ""
+            why = (f"{size} bytes, more than any result file holds "
+                   f"({MAX_CHECKPOINT_BYTES // 2**20} MiB)")
+        else:
+            record = json.loads(path.read_text())
+            missing = ([k for k in required if k not in record] if isinstance(record, dict)
+                       else ["(not a JSON object)"])
+            why = f"missing {', '.join(missing)}" if missing else ""
         if not why:
             wrong = [k for k in numbers if k in record and not _number_or_null(record[k])]
             why = f"not a number: {', '.join(wrong)}" if wrong else ""
-    except _TooLarge as exc:
-        why = str(exc)
     except (OSError, ValueError) as exc:
         why = f"not JSON: {' '.join(str(exc).split())}"[:300]
     except RecursionError:

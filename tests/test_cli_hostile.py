@@ -394,7 +394,8 @@ def test_numba_cache_falls_back_to_a_private_temporary_folder(tmp_path, monkeypa
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     # a writable package: Numba's own place, nothing set
     assert envmod.numba_cache_fallback(str(pkg), env) is None and "NUMBA_CACHE_DIR" not in env
-    # nothing writable (as a read-only install with a read-only HOME)
+    # nothing writable (as a read-only install with a read-only HOME) but the temporary folder
+    monkeypatch.setattr(envmod, "_could_write", lambda p: False)
     monkeypatch.setattr(envmod, "_writable_directory",
                         lambda p, real=envmod._writable_directory:
                         str(p).startswith(str(tmp_path / "tmp")) and real(p))

@@ -129,9 +129,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"direct ERM at d = {d}, n = {stats.n}, {len(seeds)} seed(s)")
         print(f"  {'field':<16} {'mean':>16} {'stderr':>14}")
         for k in stats.mean:
-            err = stats.stderr[k]
-            print(f"  {k:<16} {stats.mean[k]:>16.8g} "
-                  f"{err if math.isfinite(err) else '-':>14{'.4g' if math.isfinite(err) else ''}}")
+            err = stats.stderr[k]  # NaN from one seed: not defined
+            cell = f"{err:>14.4g}" if math.isfinite(err) else f"{'-':>14}"
+            print(f"  {k:<16} {stats.mean[k]:>16.8g} {cell}")
         print(f"  all_converged    {fmt(stats.all_converged)}")
     if not stats.all_converged:
         print(f"{PROG}: direct ERM did not converge for seed(s) {stats.not_converged} "
